@@ -1,0 +1,34 @@
+# Every target sets itself up on a fresh machine, idempotently.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+KERNEL := eagle3-nb
+
+.PHONY: setup test demo samples samples-check bench clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "eagle3-nb" >/dev/null
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider
+
+demo: $(STAMP)
+	$(VENV)/bin/eagle3-nb demo
+
+samples: $(STAMP)
+	$(PY) -m eagle3_nb.samples
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_inspect.py
+	$(PY) benchmarks/bench_stats.py
+
+clean:
+	rm -rf $(VENV) reports
