@@ -1,0 +1,220 @@
+"""A draft checkpoint directory: its files, its tensor list (headers only) and its raw config.
+
+Opening a checkpoint reads config.json and safetensors headers, nothing else: no tensor data,
+no hashing, no torch (except for pickle checkpoints, which can only be listed by loading them,
+and then only through `torch.load(weights_only=True)`). Nothing here ever writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from .errors import CheckpointError, ConfigError, UnsafeInputError
+from .safetensors_io import TensorInfo, read_header
+
+INDEX_NAME = "model.safetensors.index.json"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
+MAX_JSON_BYTES = 64 * 1024 * 1024
+TORCH_DTYPE_NAMES = {  # torch dtype -> safetensors dtype code
+    "torch.float32": "F32", "torch.float16": "F16", "torch.bfloat16": "BF16",
+    "torch.float64": "F64", "torch.int64": "I64", "torch.int32": "I32", "torch.int16": "I16",
+    "torch.int8": "I8", "torch.uint8": "U8", "torch.bool": "BOOL",
+    "torch.float8_e4m3fn": "F8_E4M3", "torch.float8_e5m2": "F8_E5M2",
+}
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    config_raw: dict[str, Any]
+    weight_files: list[str]            # relative to path
+    format: str                        # "safetensors" | "safetensors-sharded" | "pickle"
+    tensors: dict[str, TensorInfo]
+    code_files: list[str] = field(default_factory=list)
+    _pickled: dict[str, Any] | None = field(default=None, repr=False)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> "Checkpoint":
+        root = Path(path)
+        if not root.exists():
+            raise CheckpointError("no such directory", str(root), "pass a draft checkpoint directory")
+        if not root.is_dir():
+            raise CheckpointError("is a file, not a directory", str(root),
+                                  "pass the directory that holds config.json and the weights")
+        root = root.resolve()
+        config_raw = read_json(root, "config.json")
+        fmt, files = _find_weight_files(root)
+        pickled = None
+        if fmt == "pickle":
+            pickled = _load_pickle(root, files[0])
+            tensors = {name: _pickle_info(name, t, files[0]) for name, t in pickled.items()}
+        else:
+            tensors = _read_safetensors(root, fmt, files)
+        code = sorted(p.name for p in root.glob("*.py"))
+        return cls(root, config_raw, files, fmt, tensors, code, pickled)
+
+    def file_path(self, rel: str) -> Path:
+        return self.path / rel
+
+    @property
+    def declared_bytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors.values())
+
+    @cached_property
+    def auto_map(self) -> Any:
+        return self.config_raw.get("auto_map")
+
+    def pickled_tensor(self, name: str):
+        """The torch tensor of a pickle checkpoint (already loaded with weights_only=True)."""
+        if self._pickled is None:
+            raise KeyError(name)
+        return self._pickled[name]
+
+    def hash_files(self) -> dict[str, str]:
+        """sha256 of config.json and every weight file. Explicit: never done on open."""
+        names = ["config.json"] + self.weight_files
+        if self.format == "safetensors-sharded":
+            names.append(INDEX_NAME)
+        return {n: sha256_file(self.path / n) for n in names}
+
+
+def sha256_file(path: Path, chunk: int = 8 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_json(root: Path, name: str) -> dict[str, Any]:
+    """Read a JSON object that must live inside `root` (symlinks out of it are refused)."""
+    path = inside(root, name)
+    if not path.is_file():
+        raise ConfigError(f"{name} not found", str(root),
+                          "a draft checkpoint needs config.json next to its weights")
+    if path.stat().st_size > MAX_JSON_BYTES:
+        raise ConfigError(f"{name} is larger than {MAX_JSON_BYTES} bytes", str(path),
+                          "this is not a model config")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{name} is not valid JSON ({exc})", str(path), "fix or re-save it") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{name} is not a JSON object", str(path), "fix or re-save it")
+    return data
+
+
+def inside(root: Path, rel: str) -> Path:
+    """Resolve `rel` under `root`, refusing absolute paths, '..' and symlinks leading out."""
+    if os.path.isabs(rel):
+        raise UnsafeInputError(f"path {rel!r} is absolute", str(root),
+                               "file references must be relative to the checkpoint directory")
+    resolved = (root / rel).resolve()
+    if resolved != root and root not in resolved.parents:
+        raise UnsafeInputError(f"{rel!r} resolves outside the checkpoint directory "
+                               f"(to {resolved})", str(root),
+                               "copy the file into the directory instead of linking out of it")
+    return resolved
+
+
+def _find_weight_files(root: Path) -> tuple[str, list[str]]:
+    if (root / INDEX_NAME).exists():
+        return "safetensors-sharded", _index_files(root)
+    single = sorted(p.name for p in root.glob("*.safetensors"))
+    if len(single) == 1:
+        inside(root, single[0])
+        return "safetensors", single
+    if len(single) > 1:
+        raise CheckpointError(f"{len(single)} .safetensors files but no {INDEX_NAME}", str(root),
+                              "add the shard index, or keep one weight file per directory")
+    pickles = sorted(p.name for p in root.iterdir() if p.suffix in PICKLE_SUFFIXES)
+    if len(pickles) == 1:
+        inside(root, pickles[0])
+        return "pickle", pickles
+    if len(pickles) > 1:
+        raise CheckpointError(f"several pickle weight files ({', '.join(pickles)})", str(root),
+                              "keep one weight file per directory, or convert to safetensors")
+    raise CheckpointError("no weight file (model.safetensors, shards with an index, or "
+                          "pytorch_model.bin)", str(root), "point at the directory with the weights")
+
+
+def _index_files(root: Path) -> list[str]:
+    index = read_json(root, INDEX_NAME)
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError("shard index has no weight_map", str(root / INDEX_NAME),
+                              "re-save the checkpoint")
+    files = sorted(set(weight_map.values()))
+    for rel in files:
+        if not isinstance(rel, str):
+            raise CheckpointError(f"shard entry {rel!r} is not a file name", str(root / INDEX_NAME),
+                                  "re-save the checkpoint")
+        if not inside(root, rel).is_file():
+            raise CheckpointError(f"shard {rel!r} listed in the index does not exist",
+                                  str(root / INDEX_NAME), "download the missing shard")
+    return files
+
+
+def _read_safetensors(root: Path, fmt: str, files: list[str]) -> dict[str, TensorInfo]:
+    tensors: dict[str, TensorInfo] = {}
+    for rel in files:
+        header = read_header(inside(root, rel), rel)
+        for name, info in header.tensors.items():
+            if name in tensors:
+                raise CheckpointError(f"tensor {name!r} appears in {tensors[name].file} and {rel}",
+                                      str(root), "re-save the checkpoint")
+            tensors[name] = info
+    if fmt == "safetensors-sharded":
+        _check_index_agrees(root, tensors)
+    return tensors
+
+
+def _check_index_agrees(root: Path, tensors: dict[str, TensorInfo]) -> None:
+    weight_map = read_json(root, INDEX_NAME)["weight_map"]
+    for name, rel in weight_map.items():
+        info = tensors.get(name)
+        if info is None or info.file != rel:
+            where = "missing from every shard" if info is None else f"stored in {info.file}"
+            raise CheckpointError(f"index maps {name!r} to {rel} but it is {where}",
+                                  str(root / INDEX_NAME), "re-save the checkpoint")
+
+
+def _load_pickle(root: Path, rel: str) -> dict[str, Any]:
+    import pickle
+
+    import torch  # only pickle checkpoints reach here
+
+    path = inside(root, rel)
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unpickling refused"
+        raise UnsafeInputError(f"the pickle needs more than plain tensors to load ({first})",
+                               str(path), "re-save it as safetensors from a trusted environment; "
+                               "the kit never unpickles arbitrary objects") from None
+    except (RuntimeError, EOFError, OSError, ValueError) as exc:
+        raise CheckpointError(f"cannot read the pickle ({str(exc).splitlines()[0]})", str(path),
+                              "the file is truncated or not a torch checkpoint") from None
+    if not isinstance(obj, dict) or not all(isinstance(k, str) for k in obj):
+        raise CheckpointError("the pickle is not a flat {name: tensor} state dict", str(path),
+                              "save model.state_dict() (or better, safetensors)")
+    bad = [k for k, v in obj.items() if not isinstance(v, torch.Tensor)]
+    if bad:
+        raise CheckpointError(f"entries that are not tensors: {', '.join(bad[:5])}", str(path),
+                              "save model.state_dict() (or better, safetensors)")
+    return obj
+
+
+def _pickle_info(name: str, tensor, rel: str) -> TensorInfo:
+    dtype = TORCH_DTYPE_NAMES.get(str(tensor.dtype))
+    if dtype is None:
+        raise CheckpointError(f"tensor {name!r} has unsupported dtype {tensor.dtype}", rel,
+                              "convert it to a standard float/int dtype")
+    return TensorInfo(name, dtype, tuple(tensor.shape), rel, -1,
+                      tensor.numel() * tensor.element_size())

@@ -1,0 +1,253 @@
+"""DraftConfig: one normalised view of the two config dialects, recording where each value came from.
+
+- flat (SafeAILab / SpecForge / SGLang): a LlamaConfig with `draft_vocab_size`, optional
+  `target_hidden_size` and an optional nested `eagle_config`.
+- speculators (vLLM): `speculators_model_type: "eagle3"`, the layer config nested in
+  `transformer_layer_config`, the EAGLE fields at the top level.
+
+Sources: "top_level", "eagle_config", "transformer_layer_config", "default", or "absent" (not in
+the file; engines apply their own defaults, which is exactly what the kit has to compare).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+
+TOP, EAGLE, LAYER, DEFAULT, ABSENT = ("top_level", "eagle_config", "transformer_layer_config",
+                                      "default", "absent")
+NORM_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+
+
+@dataclass(frozen=True)
+class Sourced:
+    value: Any
+    source: str
+
+    @property
+    def present(self) -> bool:
+        return self.source != ABSENT
+
+
+@dataclass
+class DraftConfig:
+    dialect: str                     # "flat" | "speculators"
+    architectures: list[str]
+    layer_model_type: str            # "llama", "qwen3", ...
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int                  # target vocab Vt
+    draft_vocab_size: Sourced        # value None when null or absent
+    target_hidden_size: Sourced
+    rms_norm_eps: float
+    max_position_embeddings: Sourced
+    tie_word_embeddings: bool
+    attention_bias: bool
+    mlp_bias: bool
+    hidden_act: str
+    rope: dict[str, Any]
+    aux_layer_ids_top: list[int] | None
+    aux_layer_ids_nested: list[int] | None
+    eagle_config: dict[str, Any] | None
+    num_aux_hidden_states: Sourced
+    use_aux_hidden_state: Sourced
+    norm_flags: dict[str, Sourced]
+    verifier: dict[str, Any] = field(default_factory=dict)
+    has_auto_map: bool = False
+
+    @property
+    def H(self) -> int:
+        return self.hidden_size
+
+    @property
+    def Ht(self) -> int:
+        return self.target_hidden_size.value or self.hidden_size
+
+    @property
+    def Vd(self) -> int:
+        return self.draft_vocab_size.value or self.vocab_size
+
+    @property
+    def pruned_vocab(self) -> bool:
+        return self.Vd != self.vocab_size
+
+    @property
+    def aux_layer_ids(self) -> Sourced:
+        """The ids the trainer declared, where that dialect's trainer writes them."""
+        order = ((self.aux_layer_ids_top, TOP), (self.aux_layer_ids_nested, EAGLE))
+        if self.dialect == "flat":
+            order = order[::-1]
+        for ids, src in order:
+            if ids:
+                return Sourced(list(ids), src)
+        return Sourced(None, ABSENT)
+
+    @property
+    def num_aux(self) -> int:
+        """The trainer's aux count: explicit count, else the id list's length, else 3."""
+        if self.num_aux_hidden_states.value:
+            return int(self.num_aux_hidden_states.value)
+        ids = self.aux_layer_ids.value
+        return len(ids) if ids else 3
+
+    def flag(self, name: str) -> Sourced:
+        return self.norm_flags[name]
+
+    def to_json(self) -> dict[str, Any]:
+        plain = {"dialect": self.dialect, "architectures": self.architectures,
+                 "layer_model_type": self.layer_model_type, "hidden_size": self.hidden_size,
+                 "num_hidden_layers": self.num_hidden_layers,
+                 "num_attention_heads": self.num_attention_heads,
+                 "num_key_value_heads": self.num_key_value_heads, "head_dim": self.head_dim,
+                 "intermediate_size": self.intermediate_size, "vocab_size": self.vocab_size,
+                 "rms_norm_eps": self.rms_norm_eps, "tie_word_embeddings": self.tie_word_embeddings,
+                 "attention_bias": self.attention_bias, "hidden_act": self.hidden_act,
+                 "rope": self.rope, "aux_layer_ids_top_level": self.aux_layer_ids_top,
+                 "aux_layer_ids_eagle_config": self.aux_layer_ids_nested,
+                 "num_aux": self.num_aux, "verifier": self.verifier,
+                 "has_auto_map": self.has_auto_map}
+        sourced = {"draft_vocab_size": self.draft_vocab_size,
+                   "target_hidden_size": self.target_hidden_size,
+                   "max_position_embeddings": self.max_position_embeddings,
+                   "aux_layer_ids": self.aux_layer_ids,
+                   "num_aux_hidden_states": self.num_aux_hidden_states,
+                   "use_aux_hidden_state": self.use_aux_hidden_state, **self.norm_flags}
+        plain.update({k: {"value": v.value, "source": v.source} for k, v in sourced.items()})
+        return plain
+
+
+def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig:
+    """Normalise a raw config.json dict of either dialect."""
+    if "speculators_model_type" in raw or "transformer_layer_config" in raw:
+        return _parse_speculators(raw, where)
+    return _parse_flat(raw, where)
+
+
+def _get(d: dict, key: str, src: str) -> Sourced:
+    return Sourced(d[key], src) if key in d else Sourced(None, ABSENT)
+
+
+def _ids(value: Any, key: str, where: str) -> list[int] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool)
+                                              for v in value):
+        raise ConfigError(f"{key} is {value!r}, not a list of integers", where,
+                          "fix the layer id list")
+    return list(value)
+
+
+def _layer_fields(layer: dict[str, Any], where: str, layer_src: str) -> dict[str, Any]:
+    missing = [k for k in ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
+               if not isinstance(layer.get(k), int)]
+    if missing:
+        section = "transformer_layer_config" if layer_src == LAYER else "the top level"
+        raise ConfigError(f"missing or non-integer {', '.join(missing)} in {section}", where,
+                          "a draft config needs the decoder layer's sizes")
+    H, nh = layer["hidden_size"], layer["num_attention_heads"]
+    rope_keys = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor")
+    return dict(
+        layer_model_type=str(layer.get("model_type") or "llama"),
+        hidden_size=H, num_hidden_layers=int(layer.get("num_hidden_layers") or 1),
+        num_attention_heads=nh, num_key_value_heads=int(layer.get("num_key_value_heads") or nh),
+        head_dim=int(layer.get("head_dim") or H // nh),
+        intermediate_size=layer["intermediate_size"], vocab_size=layer["vocab_size"],
+        rms_norm_eps=float(layer.get("rms_norm_eps") or 1e-6),
+        max_position_embeddings=_get(layer, "max_position_embeddings", layer_src),
+        attention_bias=bool(layer.get("attention_bias", False)),
+        mlp_bias=bool(layer.get("mlp_bias", False)),
+        hidden_act=str(layer.get("hidden_act", "silu")),
+        rope={k: layer[k] for k in rope_keys if k in layer},
+    )
+
+
+def _parse_flat(raw: dict[str, Any], where: str) -> DraftConfig:
+    eagle = raw.get("eagle_config")
+    if eagle is not None and not isinstance(eagle, dict):
+        raise ConfigError("eagle_config is not a JSON object", where, "fix or remove it")
+    eagle = eagle or {}
+    flags = {name: _get(raw, name, TOP) for name in NORM_FLAGS}
+    if "norm_before_fc" in eagle:  # SGLang 0.5.23 and vLLM read the nested value first
+        flags["norm_before_fc"] = Sourced(eagle["norm_before_fc"], EAGLE)
+    if not flags["fc_norm"].present and "use_aux_norm" in raw:
+        flags["fc_norm"] = Sourced(raw["use_aux_norm"], TOP)
+    return DraftConfig(
+        dialect="flat", architectures=list(raw.get("architectures") or []),
+        **_layer_fields(raw, where, TOP),
+        draft_vocab_size=_get(raw, "draft_vocab_size", TOP),
+        target_hidden_size=_get(raw, "target_hidden_size", TOP),
+        tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+        aux_layer_ids_top=_ids(raw.get("eagle_aux_hidden_state_layer_ids"),
+                               "eagle_aux_hidden_state_layer_ids", where),
+        aux_layer_ids_nested=_ids(eagle.get("eagle_aux_hidden_state_layer_ids"),
+                                  "eagle_config.eagle_aux_hidden_state_layer_ids", where),
+        eagle_config=raw.get("eagle_config"),
+        num_aux_hidden_states=_get(raw, "num_aux_hidden_states", TOP),
+        use_aux_hidden_state=(Sourced(eagle["use_aux_hidden_state"], EAGLE)
+                              if "use_aux_hidden_state" in eagle else Sourced(True, DEFAULT)),
+        norm_flags=flags, has_auto_map="auto_map" in raw,
+    )
+
+
+def _parse_speculators(raw: dict[str, Any], where: str) -> DraftConfig:
+    layer = raw.get("transformer_layer_config")
+    if not isinstance(layer, dict):
+        raise ConfigError("speculators config without a transformer_layer_config object", where,
+                          "re-save the draft with speculators, or write the flat SGLang form")
+    verifier = (raw.get("speculators_config") or {}).get("verifier") or {}
+    return DraftConfig(
+        dialect="speculators", architectures=list(raw.get("architectures") or []),
+        **_layer_fields(layer, where, LAYER),
+        draft_vocab_size=_get(raw, "draft_vocab_size", TOP),
+        target_hidden_size=_get(raw, "target_hidden_size", TOP),
+        tie_word_embeddings=bool(raw.get("tie_word_embeddings",
+                                         layer.get("tie_word_embeddings", False))),
+        aux_layer_ids_top=_ids(raw.get("eagle_aux_hidden_state_layer_ids"),
+                               "eagle_aux_hidden_state_layer_ids", where),
+        aux_layer_ids_nested=None, eagle_config=raw.get("eagle_config"),
+        num_aux_hidden_states=_get(raw, "num_aux_hidden_states", TOP),
+        use_aux_hidden_state=Sourced(True, DEFAULT),
+        norm_flags={name: _get(raw, name, TOP) for name in NORM_FLAGS},
+        verifier=verifier if isinstance(verifier, dict) else {},
+        has_auto_map="auto_map" in raw,
+    )
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """What the kit needs from the target model's config.json."""
+    num_hidden_layers: int
+    hidden_size: int | None
+    vocab_size: int | None
+    max_position_embeddings: int | None
+    model_type: str
+    architectures: tuple[str, ...]
+
+    @property
+    def family(self) -> str:
+        """Capture-rule family: engines offset aux ids differently per target class."""
+        mt = self.model_type.lower()
+        archs = " ".join(self.architectures).lower()
+        if mt in {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"} or "deepseek" in archs:
+            return "deepseek"
+        if mt == "gpt_oss" or "gptoss" in archs:
+            return "gpt_oss"
+        return "llama"
+
+
+def parse_target_config(raw: dict[str, Any], where: str) -> TargetInfo:
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    layers = text.get("num_hidden_layers")
+    if not isinstance(layers, int) or layers <= 0:
+        raise ConfigError("target config has no positive integer num_hidden_layers", where,
+                          "pass the target model's own config.json")
+    return TargetInfo(layers, text.get("hidden_size"), text.get("vocab_size"),
+                      text.get("max_position_embeddings"),
+                      str(text.get("model_type") or raw.get("model_type") or ""),
+                      tuple(raw.get("architectures") or ()))

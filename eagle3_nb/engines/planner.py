@@ -1,0 +1,545 @@
+"""One generic planner: what a given engine profile does with a given draft checkpoint.
+
+Input: DraftConfig, the checkpoint's tensor names and shapes, optional target info, a profile.
+Output: a LoadPlan (each key's fate, unloaded parameters, aux capture, fc width) and the
+findings that hold for that engine. No engine-specific branches live here: every difference
+between engines is a field of EngineProfile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..config import ABSENT, DraftConfig, NORM_FLAGS, TargetInfo
+from ..findings import ERROR, INFO, WARNING, Finding
+from .profile import (AS_IS, AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE, PLUS_ONE_IF_FIRST_IS_1,
+                      EngineProfile)
+
+STACKED = ((".qkv_proj", ".q_proj", "q"), (".qkv_proj", ".k_proj", "k"),
+           (".qkv_proj", ".v_proj", "v"), (".gate_up_proj", ".gate_proj", 0),
+           (".gate_up_proj", ".up_proj", 1))
+DEFAULT_MAX_POSITIONS = 2048  # transformers' LlamaConfig default when the key is absent
+
+LOADED, RENAMED, DROPPED, SKIPPED, ERRORED = "loaded", "renamed", "dropped", "skipped", "error"
+
+
+@dataclass
+class ParamSpec:
+    kind: str                                   # linear | norm | embedding | lm_head | vocab_map
+    shards: dict = field(default_factory=dict)  # shard id (None when unsharded) -> shape
+
+
+@dataclass
+class KeyFate:
+    name: str
+    fate: str
+    param: str | None
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "fate": self.fate, "param": self.param, "reason": self.reason}
+
+
+@dataclass
+class AuxPlan:
+    configured: list[int] | None   # ids as the engine reads them from the config
+    source: str                    # "eagle_config" | "top_level" | "default"
+    rule: str
+    captured: list[int] | None     # hidden_states indices the target captures (None: need L)
+    use_aux: bool
+    trained: list[int] | None      # hidden_states indices the trainer meant
+    trained_source: str
+    width: int | None              # width of the hidden state reaching the draft
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"ids": self.captured, "configured": self.configured, "source": self.source,
+                "rule": self.rule, "use_aux_hidden_state": self.use_aux,
+                "trained": self.trained, "trained_source": self.trained_source,
+                "width": self.width, "notes": self.notes}
+
+
+@dataclass
+class LoadPlan:
+    profile: EngineProfile
+    keys: list[KeyFate]
+    unloaded: list[str]
+    aux: AuxPlan
+    fc_width_engine: int
+    fc_width_checkpoint: int | None
+    flags: dict[str, bool]          # effective norm flags in this engine
+    findings: list[Finding]
+
+    @property
+    def verdict(self) -> str:
+        if any(f.code == "LOAD_ERROR" for f in self.findings):
+            return "load_error"
+        return "silent_failure" if any(f.severity == ERROR for f in self.findings) else "ok"
+
+    def to_json(self, extra_errors: bool = False) -> dict:
+        verdict = self.verdict
+        if verdict == "ok" and extra_errors:
+            verdict = "silent_failure"
+        return {"engine": self.profile.name, "version": self.profile.version,
+                "profile": self.profile.key, "covers": self.profile.range_text(),
+                "keys": [k.to_json() for k in self.keys], "unloaded_params": self.unloaded,
+                "aux_layers": self.aux.to_json(),
+                "fc_input_width": {"engine": self.fc_width_engine,
+                                   "checkpoint": self.fc_width_checkpoint},
+                "norm_flags": self.flags, "verdict": verdict}
+
+
+def plan_load(profile: EngineProfile, cfg: DraftConfig, shapes: dict[str, tuple[int, ...]],
+              target: TargetInfo | None = None) -> LoadPlan:
+    ctx = _Ctx(profile, cfg, shapes, target)
+    ctx.check_startup()
+    ctx.flags = {name: _effective_flag(profile, cfg, name) for name in NORM_FLAGS}
+    ctx.params = _engine_params(profile, cfg, ctx.num_aux(), ctx.flags)
+    keys = [ctx.key_fate(name) for name in shapes]
+    ctx.report_keys(keys)
+    unloaded = ctx.report_unloaded(keys)
+    aux = ctx.aux_plan()
+    fc_ckpt = _fc_width(shapes)
+    ctx.report_fc(aux, fc_ckpt)
+    ctx.report_flags()
+    ctx.report_context()
+    return LoadPlan(profile, keys, unloaded, aux, ctx.num_aux() * cfg.Ht, fc_ckpt, ctx.flags,
+                    ctx.findings)
+
+
+def _fc_width(shapes: dict[str, tuple[int, ...]]) -> int | None:
+    from ..layouts import split_key
+
+    for name, shape in shapes.items():
+        if split_key(name).canonical == "fc.weight" and len(shape) == 2:
+            return shape[1]
+    return None
+
+
+def _effective_flag(profile: EngineProfile, cfg: DraftConfig, name: str) -> bool:
+    rule, given = profile.flags[name], cfg.flag(name)
+    if not rule.read:
+        return False
+    if given.present and given.source in rule.sources:
+        return bool(given.value)
+    return rule.default[cfg.dialect]
+
+
+def trained_aux_indices(cfg: DraftConfig, num_layers: int | None) -> tuple[list[int] | None, str]:
+    """hidden_states indices the trainer captured (DOMAIN.md 'What the trainer meant')."""
+    declared = cfg.aux_layer_ids
+    if declared.value is None:
+        if num_layers is None:
+            return None, "default [2, L//2, L-3] (pass the target config to resolve L)"
+        return _defaults(num_layers), "default [2, L//2, L-3]: no ids declared"
+    ids = declared.value
+    if cfg.dialect == "speculators":
+        return sorted(set(ids)), f"{declared.source} ids read as hidden_states[id] (vLLM extraction)"
+    if ids[0] == 1:
+        return sorted({i + 1 for i in ids}), (f"{declared.source} ids start at 1: 'output of layer' "
+                                              "convention, hidden_states[id + 1]")
+    return sorted(set(ids)), (f"{declared.source} ids start at {ids[0]}: 'input to layer' "
+                              "convention, hidden_states[id] (sglang PR #25454)")
+
+
+def _defaults(num_layers: int) -> list[int]:
+    return [2, num_layers // 2, num_layers - 3]
+
+
+def _engine_params(profile: EngineProfile, cfg: DraftConfig, num_aux: int,
+                   flags: dict[str, bool]) -> dict[str, ParamSpec]:
+    H, Ht, hd = cfg.H, cfg.Ht, cfg.head_dim
+    nh, nkv, inter = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size
+    params: dict[str, ParamSpec] = {}
+
+    def add(name, kind, shape, shard=None):
+        params.setdefault(name, ParamSpec(kind)).shards[shard] = tuple(shape)
+
+    add("model.embed_tokens.weight", "embedding", (cfg.vocab_size, H))
+    add("model.fc.weight", "linear", (H, num_aux * Ht))
+    if profile.has_input_norm and flags["norm_before_fc"]:
+        add("model.input_norm.weight", "norm", (num_aux * Ht,))
+    if profile.has_fc_norm and flags["fc_norm"]:
+        for i in range(num_aux):
+            add(f"model.fc_norm.{i}.weight", "norm", (Ht,))
+    n_layers = cfg.num_hidden_layers if "{i}" in profile.decoder_param else 1
+    for i in range(n_layers):
+        p = profile.decoder_param.format(i=i)
+        width = 2 * H if i == 0 else H
+        for shard, rows in (("q", nh * hd), ("k", nkv * hd), ("v", nkv * hd)):
+            add(f"{p}self_attn.qkv_proj.weight", "linear", (rows, width), shard)
+            if cfg.attention_bias:
+                add(f"{p}self_attn.qkv_proj.bias", "linear", (rows,), shard)
+        add(f"{p}self_attn.o_proj.weight", "linear", (H, nh * hd))
+        if profile.has_q_k_norm and cfg.layer_model_type.startswith("qwen3"):
+            add(f"{p}self_attn.q_norm.weight", "norm", (hd,))
+            add(f"{p}self_attn.k_norm.weight", "norm", (hd,))
+        add(f"{p}mlp.gate_up_proj.weight", "linear", (inter, H), 0)
+        add(f"{p}mlp.gate_up_proj.weight", "linear", (inter, H), 1)
+        add(f"{p}mlp.down_proj.weight", "linear", (H, inter))
+        add(f"{p}input_layernorm.weight", "norm", (H,))
+        add(f"{p}post_attention_layernorm.weight", "norm", (H,))
+        if i == 0 or profile.extra_layers_have_hidden_norm:
+            add(f"{p}hidden_norm.weight", "norm", (H,))
+    add("model.norm.weight", "norm", (H,))
+    if not cfg.tie_word_embeddings:
+        add("lm_head.weight", "lm_head", (cfg.Vd, H))
+    if cfg.pruned_vocab or not profile.d2t_param_needs_pruned_vocab:
+        add(profile.d2t_param, "vocab_map", (cfg.Vd,))
+    return params
+
+
+class _Ctx:
+    """Working state of one plan; methods read like the engine's own startup sequence."""
+
+    def __init__(self, profile, cfg, shapes, target):
+        self.p: EngineProfile = profile
+        self.cfg: DraftConfig = cfg
+        self.shapes = shapes
+        self.target: TargetInfo | None = target
+        self.findings: list[Finding] = []
+        self.flags: dict[str, bool] = {}
+        self.params: dict[str, ParamSpec] = {}
+        self.filled: dict[str, set] = {}
+
+    def add(self, code, severity, message, **evidence):
+        self.findings.append(Finding(code, severity, message, evidence, self.p.key))
+
+    # --- startup ---------------------------------------------------------------------------
+    def check_startup(self) -> None:
+        p, cfg = self.p, self.cfg
+        if cfg.dialect not in p.dialects:
+            self.add("LOAD_ERROR", ERROR, p.dialect_error, dialect=cfg.dialect)
+            return
+        if cfg.dialect == "speculators":
+            if cfg.layer_model_type not in p.speculators_layer_types:
+                self.add("LOAD_ERROR", ERROR, f"ValueError: Unsupported model_type "
+                         f"{cfg.layer_model_type!r} for Eagle3 speculator",
+                         layer_model_type=cfg.layer_model_type)
+        else:
+            self._check_architecture()
+        if p.max_layers is not None and cfg.num_hidden_layers > p.max_layers:
+            self.add("LOAD_ERROR", ERROR, f"{cfg.num_hidden_layers} decoder layers: "
+                     f"{p.too_many_layers_error}", num_hidden_layers=cfg.num_hidden_layers)
+        if p.missing_draft_vocab_error and cfg.draft_vocab_size.source == ABSENT:
+            self.add("LOAD_ERROR", ERROR, p.missing_draft_vocab_error)
+        ths = cfg.target_hidden_size
+        if p.target_hidden_null_breaks_fc and ths.present and ths.value is None:
+            self.add("LOAD_ERROR", ERROR, "target_hidden_size is null: the engine reads it with "
+                     "hasattr and builds fc with a None width; remove the key or set a number")
+
+    def _check_architecture(self) -> None:
+        archs = self.cfg.architectures
+        arch = archs[0] if archs else None
+        if arch in self.p.architectures:
+            return
+        why = self.p.architecture_errors.get(arch or "")
+        known = ", ".join(self.p.architectures)
+        self.add("LOAD_ERROR", ERROR, f"architectures[0] is {arch!r}: "
+                 + (why or f"no draft class for it (accepted: {known})"), architecture=arch)
+
+    def num_aux(self) -> int:
+        cfg = self.cfg
+        if self.p.fc_aux_count == "fixed_3":
+            return 3
+        if cfg.num_aux_hidden_states.value:
+            return int(cfg.num_aux_hidden_states.value)
+        if cfg.aux_layer_ids_nested:
+            return len(cfg.aux_layer_ids_nested)
+        if cfg.layer_model_type in self.p.fc_aux_top_level_layer_types and cfg.aux_layer_ids_top:
+            return len(cfg.aux_layer_ids_top)
+        return 3
+
+    # --- weights ---------------------------------------------------------------------------
+    def key_fate(self, key: str) -> KeyFate:
+        name, renamed = key, False
+        for old, new in self.p.renames:
+            if old in name:
+                name, renamed = name.replace(old, new), True
+        if "t2d" in name:
+            return KeyFate(key, SKIPPED, None, "t2d is never read")
+        if self.p.key_resolution == "bare_or_model":
+            return self._resolve_bare_or_model(key, name, renamed)
+        return self._resolve_model_prefix(key, name, renamed)
+
+    def _resolve_bare_or_model(self, key, name, renamed) -> KeyFate:
+        if "d2t" in name:
+            return self._load(key, self.p.d2t_param, None, renamed, "d2t + arange")
+        for param_part, weight_part, shard in STACKED:
+            if weight_part not in name:
+                continue
+            name = name.replace(weight_part, param_part)
+            param = f"model.{name}" if name not in self.params else name
+            return self._load(key, param, shard, renamed)
+        param = name if name in self.params else f"model.{name}"
+        return self._load(key, param, None, renamed)
+
+    def _resolve_model_prefix(self, key, name, renamed) -> KeyFate:
+        if "d2t" in name:
+            name = name.replace("d2t", self.p.d2t_param)
+        elif "lm_head" not in name:
+            name = "model." + name
+        if ".input_norm." in f".{name}" and not self.flags["norm_before_fc"]:
+            return KeyFate(key, DROPPED, None, "input_norm.* removed when norm_before_fc is false")
+        if ".fc." in f".{name}" and not self.cfg.use_aux_hidden_state.value:
+            return KeyFate(key, DROPPED, None, "fc.* removed when use_aux_hidden_state is false")
+        shard = None
+        for param_part, weight_part, sh in STACKED:
+            if weight_part in name:
+                name, shard = name.replace(weight_part, param_part), sh
+                break
+        return self._load(key, name, shard, renamed)
+
+    def _load(self, key, param, shard, renamed, how="") -> KeyFate:
+        spec = self.params.get(param)
+        if spec is None or shard not in spec.shards:
+            return self._unknown(key, param)
+        want, got = spec.shards[shard], tuple(self.shapes[key])
+        if spec.kind != "vocab_map" and want != got:
+            return KeyFate(key, ERRORED, param, f"shape {list(got)} != parameter {list(want)}: "
+                           "the loader asserts")
+        self.filled.setdefault(param, set()).add(shard)
+        reason = how or (f"shard {shard}" if shard is not None else "")
+        return KeyFate(key, RENAMED if renamed else LOADED, param, reason)
+
+    def _unknown(self, key, param) -> KeyFate:
+        if self.p.unknown_keys == "drop_silent":
+            return KeyFate(key, DROPPED, None, f"no parameter {param!r}: dropped without a message")
+        if key.endswith(self.p.ignored_unknown_suffixes):
+            return KeyFate(key, DROPPED, None, "unmatched suffix ignored by the loader")
+        return KeyFate(key, ERRORED, None, self.p.unknown_error.format(param=param))
+
+    def report_keys(self, keys: list[KeyFate]) -> None:
+        dropped = [k.name for k in keys if k.fate == DROPPED]
+        if dropped:
+            self.add("KEYS_DROPPED", ERROR if self._dropped_matters(keys) else WARNING,
+                     f"{self.p.key} silently ignores {len(dropped)} tensor(s): "
+                     f"{_preview(dropped)}", keys=dropped)
+        errored = [k for k in keys if k.fate == ERRORED]
+        if errored:
+            self.add("LOAD_ERROR", ERROR, f"{self.p.key} fails while loading weights: "
+                     f"{errored[0].name}: {errored[0].reason}"
+                     + (f" (and {len(errored) - 1} more)" if len(errored) > 1 else ""),
+                     keys={k.name: k.reason for k in errored})
+
+    def _dropped_matters(self, keys) -> bool:
+        return any(k.fate == DROPPED and "bias" not in k.name for k in keys)
+
+    def report_unloaded(self, keys: list[KeyFate]) -> list[str]:
+        unloaded = []
+        for param, spec in self.params.items():
+            missing = [s for s in spec.shards if s not in self.filled.get(param, set())]
+            if not missing:
+                continue
+            label = param if missing == [None] else f"{param}[{','.join(map(str, missing))}]"
+            if self._unloaded_is_fine(param, spec):
+                continue
+            unloaded.append(label)
+        if unloaded:
+            severe = [u for u in unloaded if self._severity_of_unloaded(u) == ERROR]
+            self.add("PARAMS_UNLOADED", ERROR if severe else WARNING,
+                     f"{self.p.key} leaves {len(unloaded)} parameter(s) at their initial values "
+                     f"(linear layers: uninitialised memory or random init; norms: ones): "
+                     f"{_preview(unloaded)}", params=unloaded)
+        self._report_extra_layer_norms(unloaded)
+        return unloaded
+
+    def _unloaded_is_fine(self, param: str, spec: ParamSpec) -> bool:
+        """Parameters the engine fills from elsewhere by design."""
+        cfg = self.cfg
+        if spec.kind == "embedding":
+            return self._report_embedding()
+        if spec.kind == "lm_head":
+            return self._report_lm_head()
+        if spec.kind == "vocab_map":
+            return not cfg.pruned_vocab  # identity mapping is right for a full vocab
+        return False
+
+    def _severity_of_unloaded(self, label: str) -> str:
+        param = label.split("[")[0]
+        return ERROR if self.params[param].kind != "norm" else WARNING
+
+    def _report_embedding(self) -> bool:
+        cfg, has_own = self.cfg, self._has_key("embed_tokens.weight")
+        if self.p.embed_policy == "target_unless_hidden_differs":
+            ths = cfg.target_hidden_size
+            own = ths.present and ths.value != cfg.H
+            if not own:
+                self.add("EMBED_REPLACED", INFO, f"{self.p.key} replaces the draft's embed_tokens "
+                         "with the target's (set_embed)" + ("; the checkpoint's own copy is ignored"
+                                                             if has_own else ""))
+                return True
+            return has_own
+        if has_own:
+            return True
+        if cfg.Ht != cfg.H:
+            return False
+        self.add("EMBED_REPLACED", INFO, f"{self.p.key} shares the target's embed_tokens: the "
+                 "checkpoint has none")
+        return True
+
+    def _report_lm_head(self) -> bool:
+        cfg = self.cfg
+        if self.p.lm_head_policy == "target_if_draft_vocab_null":
+            borrowed = cfg.draft_vocab_size.present and cfg.draft_vocab_size.value is None
+        else:
+            borrowed = not cfg.pruned_vocab and not self._has_key("lm_head.weight")
+        if borrowed:
+            self.add("LM_HEAD_FROM_TARGET", INFO, f"{self.p.key} uses the target's lm_head")
+        return borrowed
+
+    def _has_key(self, canonical: str) -> bool:
+        from ..layouts import split_key
+        return any(split_key(k).canonical == canonical for k in self.shapes)
+
+    def _report_extra_layer_norms(self, unloaded: list[str]) -> None:
+        if self.p.extra_layer_attn_norm != "hidden_norm":
+            return
+        hit = [u for u in unloaded if u.endswith("hidden_norm.weight") and ".layers.0." not in u]
+        if hit:
+            self.add("PARAMS_UNLOADED", ERROR, f"{self.p.key} uses hidden_norm as the pre-attention "
+                     "norm of decoder layers >= 1, but the checkpoint has none for them (speculators "
+                     "layers are plain Llama layers): those layers run with an untrained all-ones "
+                     "norm and the trained input_layernorm is never used", params=hit,
+                     cite=self.p.cites.get("extra_layers", ""))
+
+    # --- aux hidden states -----------------------------------------------------------------
+    def aux_plan(self) -> AuxPlan:
+        p, cfg, target = self.p, self.cfg, self.target
+        L = target.num_hidden_layers if target else None
+        family = target.family if target else "llama"
+        configured, source = None, "default"
+        for src in p.aux_id_sources:
+            ids = cfg.aux_layer_ids_nested if src == "eagle_config" else cfg.aux_layer_ids_top
+            if ids:
+                configured, source = list(ids), src
+                break
+        rule = p.aux_rules.get(family, PLUS_ONE)
+        use_aux = bool(cfg.use_aux_hidden_state.value) if p.reads_use_aux_hidden_state else True
+        trained, trained_src = trained_aux_indices(cfg, L)
+        plan = AuxPlan(configured, source, rule, None, use_aux, trained, trained_src, None)
+        if rule == NO_CAPTURE:
+            self.add("LOAD_ERROR", ERROR, f"{p.key} cannot capture aux hidden states from a "
+                     f"{family} target (the target class has no set_eagle3_layers_to_capture)",
+                     family=family, cite=p.cites.get("targets", ""))
+            return plan
+        if not use_aux:
+            plan.width = cfg.Ht
+            plan.notes.append("use_aux_hidden_state is false: the draft gets the target's "
+                              "final-norm hidden state")
+            return plan
+        plan.captured = self._captured(configured, rule, L, family, plan)
+        n = len(plan.captured) if plan.captured is not None else (
+            len(set(configured)) if configured else 3)
+        plan.width = n * cfg.Ht
+        self._report_aux(plan, L)
+        return plan
+
+    def _captured(self, configured, rule, L, family, plan) -> list[int] | None:
+        if configured is None:
+            return _defaults(L) if L else None
+        if rule == AS_IS_IF_MAX_IS_L and L is None:
+            plan.notes.append("gpt-oss rule needs L: assumed +1")
+        offset = {PLUS_ONE: 1, AS_IS: 0,
+                  PLUS_ONE_IF_FIRST_IS_1: 1 if configured[0] == 1 else 0,
+                  AS_IS_IF_MAX_IS_L: 0 if L and max(configured) == L else 1}[rule]
+        ids = [i + offset for i in configured]
+        if self.p.aux_sorted.get(family, True):
+            ids = sorted(set(ids))
+        if L is None:
+            return ids
+        top = L if self.p.last_layer_capturable else L - 1
+        kept = [i for i in ids if 0 <= i <= top]
+        if len(kept) != len(ids):
+            plan.notes.append(f"ids {sorted(set(ids) - set(kept))} are outside what a {L}-layer "
+                              "target can capture: those states are never produced")
+        return kept
+
+    def _report_aux(self, plan: AuxPlan, L: int | None) -> None:
+        cfg, p = self.cfg, self.p
+        if plan.source == "default":
+            declared = cfg.aux_layer_ids
+            if declared.present:
+                differs = plan.trained is not None and plan.captured is not None and \
+                    plan.trained != plan.captured
+                sev = ERROR if differs else (INFO if plan.captured is not None else WARNING)
+                where = "/".join(p.aux_id_sources)
+                self.add("AUX_LAYERS_DEFAULTED", sev, f"{p.key} reads aux ids only from "
+                         f"{where}, but this config declares them at {declared.source}: the target "
+                         f"captures the defaults [2, L//2, L-3]"
+                         + (f" = {plan.captured}, training used {plan.trained}" if differs else ""),
+                         declared=declared.value, declared_at=declared.source,
+                         captured=plan.captured, cite=p.cites.get("aux_ids", ""))
+            else:
+                self.add("AUX_LAYERS_DEFAULTED", WARNING, f"no aux layer ids declared: {p.key} "
+                         "captures its defaults [2, L//2, L-3]; right only if training used the "
+                         "same layers (vllm PR #50170: 1.2% acceptance when it did not)",
+                         captured=plan.captured)
+        elif plan.trained is not None and plan.captured is not None and plan.trained != plan.captured:
+            self.add("AUX_LAYER_CONVENTION", ERROR, f"{p.key} captures hidden_states "
+                     f"{plan.captured} ({plan.rule} on {plan.source} ids {plan.configured}) but "
+                     f"training used {plan.trained} ({plan.trained_source})",
+                     captured=plan.captured, trained=plan.trained, rule=plan.rule,
+                     cite=p.cites.get("plus_one" if plan.rule == PLUS_ONE else "aux_ids", ""))
+        if p.graphs_use_default_ids and plan.source != "default" and L and \
+                plan.captured != _defaults(L):
+            self.add("AUX_LAYER_CONVENTION", WARNING, f"{p.key} with CUDA graphs (the default) "
+                     f"replays decode/verify with the default layers {_defaults(L)}, not "
+                     f"{plan.captured}; only eager prefill uses the config ids "
+                     "(--disable-cuda-graph, or SGLang >= the fix in PR #22836)",
+                     cite=p.cites.get("graphs", ""))
+
+    # --- fc width ----------------------------------------------------------------------------
+    def report_fc(self, aux: AuxPlan, fc_ckpt: int | None) -> None:
+        cfg, p = self.cfg, self.p
+        engine_in = self.num_aux() * cfg.Ht
+        if fc_ckpt is not None and fc_ckpt != engine_in:
+            self.add("AUX_COUNT_MISMATCH", ERROR, f"{p.key} builds fc for {self.num_aux()} aux "
+                     f"states ({engine_in} inputs) but the checkpoint's fc takes {fc_ckpt} "
+                     f"({fc_ckpt / cfg.Ht:g} x {cfg.Ht}); set num_aux_hidden_states or "
+                     "eagle_config.eagle_aux_hidden_state_layer_ids", engine=engine_in,
+                     checkpoint=fc_ckpt, cite=p.cites.get("fc_width", ""))
+        if aux.width is None or aux.width == engine_in:
+            return
+        if p.fc_skip_when_width_is_hidden and aux.width == cfg.H:
+            self.add("FC_SKIPPED", ERROR, f"{p.key} feeds the draft a {aux.width}-wide hidden state "
+                     f"(draft hidden_size {cfg.H}): fc is skipped silently and the draft sees an "
+                     "untransformed state (accept len ~1.00)", width=aux.width,
+                     cite=p.cites.get("fc_skip", ""))
+        else:
+            self.add("LOAD_ERROR", ERROR, f"{p.key} feeds fc a {aux.width}-wide hidden state but "
+                     f"fc takes {engine_in}: shape error at the first request", width=aux.width,
+                     fc_in=engine_in)
+
+    # --- config flags ------------------------------------------------------------------------
+    def report_flags(self) -> None:
+        for name in NORM_FLAGS:
+            rule, given = self.p.flags[name], self.cfg.flag(name)
+            if given.present and given.value and not rule.read:
+                self.add("NORM_FLAG_IGNORED", WARNING, f"{name}: true in the config but "
+                         f"{self.p.key} never reads it, so the draft is computed as if it were "
+                         "false (lower acceptance, no error)", flag=name)
+            elif given.present and given.value and given.source not in rule.sources:
+                self.add("NORM_FLAG_IGNORED", WARNING, f"{name}: set at {given.source}, where "
+                         f"{self.p.key} does not look (it reads {'/'.join(rule.sources)})", flag=name)
+
+    def report_context(self) -> None:
+        target, cfg = self.target, self.cfg
+        if not target or not target.max_position_embeddings:
+            return
+        draft = cfg.max_position_embeddings.value or DEFAULT_MAX_POSITIONS
+        if target.max_position_embeddings <= draft:
+            return
+        msg = (f"draft max_position_embeddings {draft} < target context "
+               f"{target.max_position_embeddings}")
+        if self.p.context_error:
+            self.add("LOAD_ERROR", ERROR, f"{msg}: {self.p.context_error}",
+                     cite=self.p.cites.get("context", ""))
+        self.add("CONTEXT_TOO_SHORT", WARNING, f"{msg}: acceptance drops on prompts past the "
+                 "draft's trained window (sglang #6783)", draft=draft,
+                 target=target.max_position_embeddings)
+
+
+def _preview(items: list[str], n: int = 4) -> str:
+    head = ", ".join(items[:n])
+    return head + (f" (+{len(items) - n} more)" if len(items) > n else "")

@@ -1,0 +1,93 @@
+"""EngineProfile: what one engine version range does with an EAGLE-3 draft, as data.
+
+A profile never contains logic; `planner.plan_load` applies any profile. Adding an engine
+version is adding a profile. Every field cites the fact it encodes in `cites`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..errors import EngineSpecError
+
+# aux id -> hidden_states index rules per target family (see DOMAIN.md "Aux layer ids")
+PLUS_ONE = "plus_one"                      # always id + 1
+PLUS_ONE_IF_FIRST_IS_1 = "plus_one_if_first_is_1"
+AS_IS = "as_is"                            # hidden_states[id]
+AS_IS_IF_MAX_IS_L = "as_is_if_max_is_L"    # gpt-oss in SGLang
+NO_CAPTURE = "unsupported"                 # target class cannot capture: startup fails
+
+
+@dataclass(frozen=True)
+class FlagRule:
+    """How an engine treats one norm flag of the draft config."""
+    read: bool                               # False: the engine never reads it
+    default: dict[str, bool]                 # dialect -> value used when the key is absent
+    sources: tuple[str, ...] = ("top_level",)  # where it is read, first match wins
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    name: str
+    version: str                      # the release whose code was read
+    covers: tuple[str, str]           # [min, max) version range this profile is known to cover
+    evidence: str
+    dialects: frozenset[str]          # config dialects the engine can start from
+    dialect_error: str                # startup error for any other dialect
+    architectures: dict[str, str]     # flat configs: accepted architectures[0] -> note
+    architecture_errors: dict[str, str]  # known wrong architectures -> what happens
+    speculators_layer_types: frozenset[str]  # speculators configs: accepted layer model types
+    decoder_param: str                # format with i: engine parameter prefix of decoder layer i
+    max_layers: int | None            # None: any number
+    too_many_layers_error: str
+    renames: tuple[tuple[str, str], ...]  # substring replacements applied to every key first
+    key_resolution: str               # "bare_or_model" | "model_prefix_except_lm_head"
+    unknown_keys: str                 # "drop_silent" | "raise"
+    unknown_error: str                # message template when unknown keys raise
+    ignored_unknown_suffixes: tuple[str, ...]
+    d2t_param: str
+    d2t_param_needs_pruned_vocab: bool  # the d2t parameter exists only when Vd != Vt
+    fc_aux_count: str                 # "fixed_3" | "num_aux_then_eagle_config_then_3"
+    fc_aux_top_level_layer_types: frozenset[str]  # layer types whose fc also reads top-level ids
+    has_input_norm: bool              # norm_before_fc / input_norm.weight supported
+    has_fc_norm: bool
+    has_q_k_norm: bool                # Qwen3-style q_norm/k_norm parameters exist
+    extra_layer_attn_norm: str        # pre-attention norm of layers >= 1
+    extra_layers_have_hidden_norm: bool
+    flags: dict[str, FlagRule]
+    aux_id_sources: tuple[str, ...]   # where the target runner reads aux ids, first match wins
+    reads_use_aux_hidden_state: bool
+    aux_rules: dict[str, str]         # target family -> id rule
+    aux_sorted: dict[str, bool]       # target family -> captures sorted + de-duplicated
+    last_layer_capturable: bool       # can an index == L be captured
+    graphs_use_default_ids: bool      # CUDA-graph replay captures the defaults, not the config ids
+    fc_skip_when_width_is_hidden: bool  # the draft skips fc when the input is H wide
+    embed_policy: str                 # "target_unless_hidden_differs" | "own_if_present"
+    lm_head_policy: str               # "target_if_draft_vocab_null" | "target_if_absent_and_full_vocab"
+    target_hidden_null_breaks_fc: bool
+    missing_draft_vocab_error: str | None
+    context_error: str | None         # startup error when the target context exceeds the draft's
+    cites: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}=={self.version}"
+
+    def covers_version(self, v: tuple[int, ...]) -> bool:
+        return parse_version(self.covers[0]) <= v < parse_version(self.covers[1])
+
+    def range_text(self) -> str:
+        return f"{self.name} >={self.covers[0]},<{self.covers[1]}"
+
+
+_VERSION = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """'0.33' -> (0, 33, 0); '0.5.9.post1' -> (0, 5, 9): post releases share their release."""
+    m = _VERSION.match(text)
+    if not m:
+        raise EngineSpecError(f"cannot read version {text!r}", None, "use NAME==X.Y[.Z]")
+    parts = [int(p) for p in m.group(1).split(".")][:3]
+    return tuple(parts + [0] * (3 - len(parts)))  # type: ignore[return-value]

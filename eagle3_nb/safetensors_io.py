@@ -1,0 +1,202 @@
+"""Bounded safetensors header parsing and lazy, torch-free tensor access.
+
+Listing tensors reads the 8-byte length and the JSON header only, so a 600 GB sharded checkpoint
+costs the same as a 6 MB one. Every offset, dtype and shape is checked against the file size
+before anything is mapped. Tensor data is read only through `iter_chunks`, in bounded pieces.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+from math import prod
+from pathlib import Path
+from typing import Iterator
+
+from .errors import SafetensorsFormatError
+
+MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors reference implementation's own bound
+
+# dtype -> (bytes per element, numpy dtype name or None when numpy has no native type)
+DTYPES: dict[str, tuple[int, str | None]] = {
+    "BOOL": (1, "bool"), "U8": (1, "uint8"), "I8": (1, "int8"),
+    "F8_E4M3": (1, None), "F8_E5M2": (1, None),
+    "I16": (2, "int16"), "U16": (2, "uint16"), "F16": (2, "float16"), "BF16": (2, None),
+    "I32": (4, "int32"), "U32": (4, "uint32"), "F32": (4, "float32"),
+    "I64": (8, "int64"), "U64": (8, "uint64"), "F64": (8, "float64"),
+}
+FLOAT_DTYPES = {"F8_E4M3", "F8_E5M2", "F16", "BF16", "F32", "F64"}
+INT_DTYPES = {"U8", "I8", "I16", "U16", "I32", "U32", "I64", "U64"}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    file: str          # path relative to the checkpoint directory
+    data_start: int    # absolute byte offset in the file
+    nbytes: int
+
+    @property
+    def numel(self) -> int:
+        return prod(self.shape)
+
+
+@dataclass(frozen=True)
+class SafetensorsHeader:
+    path: Path
+    tensors: dict[str, TensorInfo]
+    metadata: dict[str, str]
+    file_size: int
+
+
+def read_header(path: Path, rel_name: str | None = None) -> SafetensorsHeader:
+    """Parse and validate one .safetensors header without touching tensor data."""
+    path = Path(path)
+    rel = rel_name or path.name
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise _bad(rel, f"file is {size} bytes, shorter than the 8-byte header length",
+                           "the file is truncated; re-download or re-save it")
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_HEADER_BYTES:
+                raise _bad(rel, f"header length {n} exceeds the {MAX_HEADER_BYTES}-byte bound",
+                           "this is not a safetensors file or it is corrupt")
+            if 8 + n > size:
+                raise _bad(rel, f"header length {n} runs past the end of the {size}-byte file",
+                           "the file is truncated; re-download or re-save it")
+            raw = fh.read(n)
+    except OSError as exc:
+        raise SafetensorsFormatError(f"cannot read file: {exc.strerror}", rel,
+                                     "check the path and permissions") from None
+    header = _parse_json(raw, rel)
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict):
+        raise _bad(rel, "__metadata__ is not a JSON object", "re-save the file")
+    data_start = 8 + n
+    tensors = {name: _tensor_info(name, spec, rel, data_start, size - data_start)
+               for name, spec in header.items()}
+    _check_no_overlap(tensors, rel, data_start)
+    return SafetensorsHeader(path, tensors, {str(k): str(v) for k, v in metadata.items()}, size)
+
+
+def _bad(rel: str, what: str, todo: str) -> SafetensorsFormatError:
+    return SafetensorsFormatError(what, rel, todo)
+
+
+def _parse_json(raw: bytes, rel: str) -> dict:
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _bad(rel, f"header is not valid UTF-8 JSON ({exc})", "the file is corrupt") from None
+    if not isinstance(header, dict):
+        raise _bad(rel, "header is not a JSON object", "the file is corrupt")
+    return header
+
+
+def _tensor_info(name: str, spec, rel: str, data_start: int, data_size: int) -> TensorInfo:
+    if not isinstance(spec, dict):
+        raise _bad(rel, f"tensor {name!r}: entry is not an object", "the file is corrupt")
+    dtype = spec.get("dtype")
+    if dtype not in DTYPES:
+        raise _bad(rel, f"tensor {name!r}: unknown dtype {dtype!r}",
+                   f"supported: {', '.join(DTYPES)}")
+    shape = spec.get("shape")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise _bad(rel, f"tensor {name!r}: shape {shape!r} is not a list of non-negative ints",
+                   "the file is corrupt")
+    offsets = spec.get("data_offsets")
+    if (not isinstance(offsets, list) or len(offsets) != 2
+            or not all(isinstance(o, int) for o in offsets)):
+        raise _bad(rel, f"tensor {name!r}: data_offsets {offsets!r} is not two ints",
+                   "the file is corrupt")
+    begin, end = offsets
+    expected = prod(shape) * DTYPES[dtype][0]
+    if not 0 <= begin <= end:
+        raise _bad(rel, f"tensor {name!r}: data_offsets {offsets} are not ordered",
+                   "the file is corrupt")
+    if end > data_size:
+        raise _bad(rel, f"tensor {name!r}: data ends at byte {end} past the {data_size}-byte "
+                        "data section", "the file is truncated; re-download or re-save it")
+    if end - begin != expected:
+        raise _bad(rel, f"tensor {name!r}: {end - begin} bytes stored for shape {shape} "
+                        f"{dtype} ({expected} expected)", "the file is corrupt")
+    return TensorInfo(name, dtype, tuple(shape), rel, data_start + begin, expected)
+
+
+def _check_no_overlap(tensors: dict[str, TensorInfo], rel: str, data_start: int) -> None:
+    spans = sorted((t.data_start, t.data_start + t.nbytes, t.name) for t in tensors.values()
+                   if t.nbytes)
+    for (b0, e0, n0), (b1, _, n1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            raise _bad(rel, f"tensors {n0!r} and {n1!r} overlap (bytes {b1 - data_start}.."
+                            f"{e0 - data_start} of the data section)", "the file is corrupt")
+
+
+def iter_chunks(path: Path, info: TensorInfo, chunk_bytes: int = 64 << 20) -> Iterator:
+    """Yield the tensor's values as flat float64/int64/bool numpy arrays, a bounded chunk at a
+    time (mmap, no torch). Float formats numpy lacks (bf16, fp8) are widened to float32."""
+    import numpy as np
+
+    itemsize = DTYPES[info.dtype][0]
+    step = max(itemsize, chunk_bytes - chunk_bytes % itemsize)
+    with open(path, "rb") as fh:
+        if info.nbytes == 0:
+            return
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            for off in range(0, info.nbytes, step):
+                n = min(step, info.nbytes - off)
+                raw = np.frombuffer(mm, dtype=np.uint8, count=n, offset=info.data_start + off)
+                yield decode(raw, info.dtype)
+                del raw
+
+
+def decode(raw, dtype: str):
+    """Reinterpret little-endian bytes of a safetensors dtype as a numpy array."""
+    import numpy as np
+
+    native = DTYPES[dtype][1]
+    if native is not None:
+        return raw.view(np.dtype(native).newbyteorder("<"))
+    if dtype == "BF16":
+        return (raw.view("<u2").astype(np.uint32) << 16).view(np.float32)
+    return _fp8_table(dtype)[raw]
+
+
+_FP8_TABLES: dict = {}
+
+
+def _fp8_table(dtype: str):
+    """Lookup table of the 256 float8 values (OCP E4M3FN: no inf, 0x7f/0xff NaN; E5M2: IEEE-like)."""
+    import numpy as np
+
+    if dtype not in _FP8_TABLES:
+        exp_bits, man_bits, bias = (4, 3, 7) if dtype == "F8_E4M3" else (5, 2, 15)
+        table = np.empty(256, dtype=np.float32)
+        for byte in range(256):
+            sign = -1.0 if byte & 0x80 else 1.0
+            e = (byte >> man_bits) & ((1 << exp_bits) - 1)
+            m = byte & ((1 << man_bits) - 1)
+            top = (1 << exp_bits) - 1
+            if dtype == "F8_E4M3" and e == top and m == (1 << man_bits) - 1:
+                val = float("nan")
+            elif dtype == "F8_E5M2" and e == top:
+                val = float("nan") if m else float("inf")
+            elif e == 0:
+                val = m / (1 << man_bits) * 2.0 ** (1 - bias)
+            else:
+                val = (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
+            table[byte] = sign * val
+        _FP8_TABLES[dtype] = table
+    return _FP8_TABLES[dtype]
+
+
+def file_size(path: Path) -> int:
+    return os.stat(path).st_size
