@@ -8,6 +8,7 @@ between engines is a field of EngineProfile.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..config import ABSENT, DraftConfig, NORM_FLAGS, TargetInfo
@@ -20,6 +21,7 @@ STACKED = ((".qkv_proj", ".q_proj", "q"), (".qkv_proj", ".k_proj", "k"),
            (".gate_up_proj", ".up_proj", 1))
 DEFAULT_MAX_POSITIONS = 2048  # transformers' LlamaConfig default when the key is absent
 
+_LAYER_PARAM = re.compile(r"\.layers\.(\d+)\.")
 LOADED, RENAMED, DROPPED, SKIPPED, ERRORED = "loaded", "renamed", "dropped", "skipped", "error"
 
 
@@ -313,11 +315,11 @@ class _Ctx:
         dropped = [k.name for k in keys if k.fate == DROPPED]
         if dropped:
             self.add("KEYS_DROPPED", ERROR if self._dropped_matters(keys) else WARNING,
-                     f"{self.p.key} silently ignores {len(dropped)} tensor(s): "
+                     f"the engine silently ignores {len(dropped)} tensor(s): "
                      f"{_preview(dropped)}", keys=dropped)
         errored = [k for k in keys if k.fate == ERRORED]
         if errored:
-            self.add("LOAD_ERROR", ERROR, f"{self.p.key} fails while loading weights: "
+            self.add("LOAD_ERROR", ERROR, f"the engine fails while loading weights: "
                      f"{errored[0].name}: {errored[0].reason}"
                      + (f" (and {len(errored) - 1} more)" if len(errored) > 1 else ""),
                      keys={k.name: k.reason for k in errored})
@@ -338,7 +340,7 @@ class _Ctx:
         if unloaded:
             severe = [u for u in unloaded if self._severity_of_unloaded(u) == ERROR]
             self.add("PARAMS_UNLOADED", ERROR if severe else WARNING,
-                     f"{self.p.key} leaves {len(unloaded)} parameter(s) at their initial values "
+                     f"the engine leaves {len(unloaded)} parameter(s) at their initial values "
                      f"(linear layers: uninitialised memory or random init; norms: ones): "
                      f"{_preview(unloaded)}", params=unloaded)
         self._report_extra_layer_norms(unloaded)
@@ -365,7 +367,7 @@ class _Ctx:
             ths = cfg.target_hidden_size
             own = ths.present and ths.value != cfg.H
             if not own:
-                self.add("EMBED_REPLACED", INFO, f"{self.p.key} replaces the draft's embed_tokens "
+                self.add("EMBED_REPLACED", INFO, f"the engine replaces the draft's embed_tokens "
                          "with the target's (set_embed)" + ("; the checkpoint's own copy is ignored"
                                                              if has_own else ""))
                 return True
@@ -374,7 +376,7 @@ class _Ctx:
             return True
         if cfg.Ht != cfg.H:
             return False
-        self.add("EMBED_REPLACED", INFO, f"{self.p.key} shares the target's embed_tokens: the "
+        self.add("EMBED_REPLACED", INFO, f"the engine shares the target's embed_tokens: the "
                  "checkpoint has none")
         return True
 
@@ -385,7 +387,7 @@ class _Ctx:
         else:
             borrowed = not cfg.pruned_vocab and not self._has_key("lm_head.weight")
         if borrowed:
-            self.add("LM_HEAD_FROM_TARGET", INFO, f"{self.p.key} uses the target's lm_head")
+            self.add("LM_HEAD_FROM_TARGET", INFO, f"the engine uses the target's lm_head")
         return borrowed
 
     def _has_key(self, canonical: str) -> bool:
@@ -395,9 +397,10 @@ class _Ctx:
     def _report_extra_layer_norms(self, unloaded: list[str]) -> None:
         if self.p.extra_layer_attn_norm != "hidden_norm":
             return
-        hit = [u for u in unloaded if u.endswith("hidden_norm.weight") and ".layers.0." not in u]
+        hit = [u for u in unloaded if u.endswith("hidden_norm.weight")
+               and (m := _LAYER_PARAM.search(u)) and int(m.group(1)) >= 1]
         if hit:
-            self.add("PARAMS_UNLOADED", ERROR, f"{self.p.key} uses hidden_norm as the pre-attention "
+            self.add("PARAMS_UNLOADED", ERROR, f"the engine uses hidden_norm as the pre-attention "
                      "norm of decoder layers >= 1, but the checkpoint has none for them (speculators "
                      "layers are plain Llama layers): those layers run with an untrained all-ones "
                      "norm and the trained input_layernorm is never used", params=hit,
@@ -419,7 +422,7 @@ class _Ctx:
         trained, trained_src = trained_aux_indices(cfg, L)
         plan = AuxPlan(configured, source, rule, None, use_aux, trained, trained_src, None)
         if rule == NO_CAPTURE:
-            self.add("LOAD_ERROR", ERROR, f"{p.key} cannot capture aux hidden states from a "
+            self.add("LOAD_ERROR", ERROR, f"the engine cannot capture aux hidden states from a "
                      f"{family} target (the target class has no set_eagle3_layers_to_capture)",
                      family=family, cite=p.cites.get("targets", ""))
             return plan
@@ -464,26 +467,26 @@ class _Ctx:
                     plan.trained != plan.captured
                 sev = ERROR if differs else (INFO if plan.captured is not None else WARNING)
                 where = "/".join(p.aux_id_sources)
-                self.add("AUX_LAYERS_DEFAULTED", sev, f"{p.key} reads aux ids only from "
+                self.add("AUX_LAYERS_DEFAULTED", sev, f"the engine reads aux ids only from "
                          f"{where}, but this config declares them at {declared.source}: the target "
                          f"captures the defaults [2, L//2, L-3]"
                          + (f" = {plan.captured}, training used {plan.trained}" if differs else ""),
                          declared=declared.value, declared_at=declared.source,
                          captured=plan.captured, cite=p.cites.get("aux_ids", ""))
             else:
-                self.add("AUX_LAYERS_DEFAULTED", WARNING, f"no aux layer ids declared: {p.key} "
+                self.add("AUX_LAYERS_DEFAULTED", WARNING, f"no aux layer ids declared: the engine "
                          "captures its defaults [2, L//2, L-3]; right only if training used the "
                          "same layers (vllm PR #50170: 1.2% acceptance when it did not)",
                          captured=plan.captured)
         elif plan.trained is not None and plan.captured is not None and plan.trained != plan.captured:
-            self.add("AUX_LAYER_CONVENTION", ERROR, f"{p.key} captures hidden_states "
+            self.add("AUX_LAYER_CONVENTION", ERROR, f"the engine captures hidden_states "
                      f"{plan.captured} ({plan.rule} on {plan.source} ids {plan.configured}) but "
                      f"training used {plan.trained} ({plan.trained_source})",
                      captured=plan.captured, trained=plan.trained, rule=plan.rule,
                      cite=p.cites.get("plus_one" if plan.rule == PLUS_ONE else "aux_ids", ""))
         if p.graphs_use_default_ids and plan.source != "default" and L and \
                 plan.captured != _defaults(L):
-            self.add("AUX_LAYER_CONVENTION", WARNING, f"{p.key} with CUDA graphs (the default) "
+            self.add("AUX_LAYER_CONVENTION", WARNING, f"the engine with CUDA graphs (the default) "
                      f"replays decode/verify with the default layers {_defaults(L)}, not "
                      f"{plan.captured}; only eager prefill uses the config ids "
                      "(--disable-cuda-graph, or SGLang >= the fix in PR #22836)",
@@ -494,7 +497,7 @@ class _Ctx:
         cfg, p = self.cfg, self.p
         engine_in = self.num_aux() * cfg.Ht
         if fc_ckpt is not None and fc_ckpt != engine_in:
-            self.add("AUX_COUNT_MISMATCH", ERROR, f"{p.key} builds fc for {self.num_aux()} aux "
+            self.add("AUX_COUNT_MISMATCH", ERROR, f"the engine builds fc for {self.num_aux()} aux "
                      f"states ({engine_in} inputs) but the checkpoint's fc takes {fc_ckpt} "
                      f"({fc_ckpt / cfg.Ht:g} x {cfg.Ht}); set num_aux_hidden_states or "
                      "eagle_config.eagle_aux_hidden_state_layer_ids", engine=engine_in,
@@ -502,12 +505,12 @@ class _Ctx:
         if aux.width is None or aux.width == engine_in:
             return
         if p.fc_skip_when_width_is_hidden and aux.width == cfg.H:
-            self.add("FC_SKIPPED", ERROR, f"{p.key} feeds the draft a {aux.width}-wide hidden state "
+            self.add("FC_SKIPPED", ERROR, f"the engine feeds the draft a {aux.width}-wide hidden state "
                      f"(draft hidden_size {cfg.H}): fc is skipped silently and the draft sees an "
                      "untransformed state (accept len ~1.00)", width=aux.width,
                      cite=p.cites.get("fc_skip", ""))
         else:
-            self.add("LOAD_ERROR", ERROR, f"{p.key} feeds fc a {aux.width}-wide hidden state but "
+            self.add("LOAD_ERROR", ERROR, f"the engine feeds fc a {aux.width}-wide hidden state but "
                      f"fc takes {engine_in}: shape error at the first request", width=aux.width,
                      fc_in=engine_in)
 
@@ -517,11 +520,11 @@ class _Ctx:
             rule, given = self.p.flags[name], self.cfg.flag(name)
             if given.present and given.value and not rule.read:
                 self.add("NORM_FLAG_IGNORED", WARNING, f"{name}: true in the config but "
-                         f"{self.p.key} never reads it, so the draft is computed as if it were "
+                         f"the engine never reads it, so the draft is computed as if it were "
                          "false (lower acceptance, no error)", flag=name)
             elif given.present and given.value and given.source not in rule.sources:
                 self.add("NORM_FLAG_IGNORED", WARNING, f"{name}: set at {given.source}, where "
-                         f"{self.p.key} does not look (it reads {'/'.join(rule.sources)})", flag=name)
+                         f"the engine does not look (it reads {'/'.join(rule.sources)})", flag=name)
 
     def report_context(self) -> None:
         target, cfg = self.target, self.cfg

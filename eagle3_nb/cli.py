@@ -1,0 +1,114 @@
+"""`eagle3-nb` command line. Bad input: one line on stderr, exit 2, no traceback.
+
+Imports stay lazy: `eagle3-nb inspect` on a safetensors checkpoint never imports torch,
+plotly or transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import Eagle3NbError
+
+EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _size(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    t = text.strip().lower().rstrip("b")
+    try:
+        return int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (e.g. 1G, 500M)") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="eagle3-nb", description="Debug EAGLE-3 draft checkpoints.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ins = sub.add_parser("inspect", help="will each engine load this draft, and how?")
+    ins.add_argument("path", help="draft checkpoint directory")
+    ins.add_argument("--engine", action="append", metavar="NAME==VERSION",
+                     help="engine profile (repeatable); default: every known profile")
+    ins.add_argument("--target-config", metavar="CONFIG_JSON",
+                     help="the target model's config.json (resolves layer ids, context length)")
+    ins.add_argument("--no-stats", action="store_true", help="headers only: skip tensor statistics")
+    ins.add_argument("--stats-budget", type=_size, default="1G", metavar="BYTES",
+                     help="bytes of tensor data the statistics scan may read (default 1G)")
+    ins.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    ins.set_defaults(func=cmd_inspect)
+
+    conv = sub.add_parser("convert", help="write a converted copy (never touches SRC)")
+    conv.add_argument("src")
+    conv.add_argument("dst")
+    conv.add_argument("--to", choices=["eagle", "speculators"])
+    conv.add_argument("--engine", metavar="NAME==VERSION",
+                      help="pick the layout this engine version loads")
+    conv.add_argument("--json", action="store_true")
+    conv.set_defaults(func=cmd_convert)
+
+    eng = sub.add_parser("engines", help="list the engine profiles and the versions they cover")
+    eng.set_defaults(func=cmd_engines)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except Eagle3NbError as exc:
+        print(f"eagle3-nb: error: {exc.one_line()}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_inspect(args) -> int:
+    from .inspection import inspect_checkpoint
+
+    result = inspect_checkpoint(args.path, args.engine, args.target_config,
+                                stats=not args.no_stats, stats_budget=args.stats_budget)
+    data = result.to_json()
+    if args.json:
+        json.dump(data, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        from .viz.text import inspection_table
+        print(inspection_table(data))
+    return EXIT_FINDINGS if result.has_errors else EXIT_OK
+
+
+def cmd_convert(args) -> int:
+    from .convert import convert_checkpoint
+    from .inspection import inspect_checkpoint
+
+    result = convert_checkpoint(args.src, args.dst, to=args.to, engine=args.engine)
+    after = inspect_checkpoint(result.dst, [args.engine] if args.engine else None, stats=False)
+    summary = {"dst": str(result.dst), "verified": result.verified, "renames": result.renames,
+               "config_changes": result.config_changes, "warnings": result.warnings,
+               "inspect": {e["profile"]: e["verdict"] for e in after.to_json()["engines"]}}
+    if args.json:
+        json.dump(summary, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(f"wrote {result.dst} ({len(result.renames)} keys renamed, "
+              f"verified={result.verified})")
+        for w in result.warnings:
+            print(f"  warning: {w}")
+        for profile, verdict in summary["inspect"].items():
+            print(f"  {profile:<16} {verdict}")
+    return EXIT_OK if result.verified else EXIT_FINDINGS
+
+
+def cmd_engines(args) -> int:
+    from .engines import PROFILES
+
+    for p in PROFILES:
+        print(f"{p.key:<16} covers {p.range_text():<28} {p.evidence}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

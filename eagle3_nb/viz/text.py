@@ -1,0 +1,70 @@
+"""Plain-text rendering of an inspection (its JSON form): read in ten seconds, errors first."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+VERDICT_TEXT = {"ok": "ok", "silent_failure": "SILENT FAILURE", "load_error": "LOAD ERROR"}
+SEVERITY_TEXT = {"error": "ERROR", "warning": "warn", "info": "info"}
+
+
+def inspection_table(data: dict[str, Any], width: int = 110, show_info: bool = True) -> str:
+    lines = _header(data) + [""] + _engine_table(data) + [""] + _findings(data, width, show_info)
+    return "\n".join(lines)
+
+
+def _header(data: dict[str, Any]) -> list[str]:
+    cfg = data["config"]
+    layout = data["layout"] + (f" (prefix {', '.join(data['layout_prefixes'])})"
+                               if data["layout_prefixes"] else "")
+    target = data.get("target")
+    tgt = (f"target: {target['num_hidden_layers']} layers, {target['family']} family"
+           if target else "target: unknown (pass --target-config to resolve layer ids)")
+    return [f"checkpoint: {data['checkpoint']}",
+            f"  {data['format']}, {len(data['tensors'])} tensors, keys: {layout}, config: "
+            f"{cfg['dialect']} {cfg['architectures'][:1]}",
+            f"  H={cfg['hidden_size']} layers={cfg['num_hidden_layers']} aux={cfg['num_aux']} "
+            f"vocab draft/target={cfg['draft_vocab_size']['value']}/{cfg['vocab_size']}; {tgt}"]
+
+
+def _engine_table(data: dict[str, Any]) -> list[str]:
+    rows = [("ENGINE", "VERDICT", "FC IN eng/ckpt", "AUX hidden_states (source)", "DROPPED",
+             "UNLOADED")]
+    for e in data["engines"]:
+        fates = [k["fate"] for k in e["keys"]]
+        aux = e["aux_layers"]
+        ids = "final-norm" if not aux["use_aux_hidden_state"] else (aux["ids"] or "[2, L//2, L-3]")
+        fc = e["fc_input_width"]
+        rows.append((e["profile"], VERDICT_TEXT[e["verdict"]], f"{fc['engine']}/{fc['checkpoint']}",
+                     f"{ids} ({aux['source']})", str(fates.count("dropped")),
+                     str(len(e["unloaded_params"]))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def _findings(data: dict[str, Any], width: int, show_info: bool) -> list[str]:
+    counts = {s: sum(f["severity"] == s for f in data["findings"]) for s in SEVERITY_TEXT}
+    out = [f"FINDINGS: {counts['error']} error(s), {counts['warning']} warning(s), "
+           f"{counts['info']} info (identical findings of several engines shown once)"]
+    for (code, severity, message), engines in group_findings(data["findings"]).items():
+        if severity == "info" and not show_info:
+            continue
+        who = "all" if engines == [None] else _engine_list(engines, len(data["engines"]))
+        out.extend(textwrap.wrap(f"{SEVERITY_TEXT[severity]:5} {code:<20} {who}: {message}",
+                                 width, initial_indent="  ", subsequent_indent=" " * 29))
+    return out
+
+
+def group_findings(findings: list[dict[str, Any]]) -> dict[tuple[str, str, str], list]:
+    """(code, severity, message) -> the engines it holds for, in first-seen order."""
+    groups: dict[tuple[str, str, str], list] = {}
+    for f in findings:
+        groups.setdefault((f["code"], f["severity"], f["message"]), []).append(f["engine"])
+    return groups
+
+
+def _engine_list(engines: list[str], n_total: int) -> str:
+    if len(engines) == n_total and n_total > 1:
+        return "every engine"
+    return ", ".join(engines)
