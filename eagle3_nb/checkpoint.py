@@ -187,12 +187,15 @@ def _check_index_agrees(root: Path, tensors: dict[str, TensorInfo]) -> None:
 
 def _load_pickle(root: Path, rel: str) -> dict[str, Any]:
     import pickle
+    import warnings
 
     import torch  # only pickle checkpoints reach here
 
     path = inside(root, rel)
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about pickle protocols; our error says it all
+            warnings.simplefilter("ignore")
+            obj = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unpickling refused"
         raise UnsafeInputError(f"the pickle needs more than plain tensors to load ({first})",

@@ -1,0 +1,43 @@
+import json
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "data_samples"
+DRAFTS = SAMPLES / "drafts"
+TARGET_CONFIG = SAMPLES / "target" / "config.json"
+
+
+def write_raw_safetensors(path: Path, header: dict, data: bytes, header_len: int | None = None):
+    """Write a safetensors file byte by byte, so tests can build broken ones."""
+    raw = json.dumps(header).encode()
+    n = len(raw) if header_len is None else header_len
+    path.write_bytes(struct.pack("<Q", n) + raw + data)
+
+
+def write_draft_dir(root: Path, tensors: dict | None = None, config: dict | None = None) -> Path:
+    """A minimal valid flat draft: config.json plus a one-tensor model.safetensors."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "config.json").write_text(json.dumps(config or {
+        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 8,
+        "num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 32,
+        "draft_vocab_size": 32, "num_hidden_layers": 1}))
+    header = tensors or {"fc.weight": {"dtype": "F32", "shape": [8, 24], "data_offsets": [0, 768]}}
+    size = max(t["data_offsets"][1] for t in header.values())
+    write_raw_safetensors(root / "model.safetensors", header, bytes(size))
+    return root
+
+
+@pytest.fixture
+def run_cli():
+    """Run `eagle3-nb` in a subprocess: (returncode, stdout, stderr)."""
+    import subprocess
+
+    def run(*args, cwd=None):
+        proc = subprocess.run([sys.executable, "-m", "eagle3_nb.cli", *map(str, args)],
+                              capture_output=True, text=True, cwd=cwd)
+        return proc.returncode, proc.stdout, proc.stderr
+    return run
