@@ -353,6 +353,8 @@ class _Ctx:
             return self._report_embedding()
         if spec.kind == "lm_head":
             return self._report_lm_head()
+        if param == "model.fc.weight" and not cfg.use_aux_hidden_state.value:
+            return True  # trained without aux states: fc is never applied
         if spec.kind == "vocab_map":
             return not cfg.pruned_vocab  # identity mapping is right for a full vocab
         return False
@@ -426,10 +428,15 @@ class _Ctx:
                      f"{family} target (the target class has no set_eagle3_layers_to_capture)",
                      family=family, cite=p.cites.get("targets", ""))
             return plan
+        if not cfg.use_aux_hidden_state.value and not p.reads_use_aux_hidden_state:
+            self.add("AUX_LAYER_CONVENTION", ERROR, "the config says use_aux_hidden_state: false "
+                     "(trained on the target's final-norm state) but this engine never reads the "
+                     "flag: it captures aux layers and feeds them through fc",
+                     cite=p.cites.get("use_aux", ""))
         if not use_aux:
             plan.width = cfg.Ht
             plan.notes.append("use_aux_hidden_state is false: the draft gets the target's "
-                              "final-norm hidden state")
+                              "final-norm hidden state, as it was trained (fc unused)")
             return plan
         plan.captured = self._captured(configured, rule, L, family, plan)
         n = len(plan.captured) if plan.captured is not None else (
@@ -502,7 +509,7 @@ class _Ctx:
                      f"({fc_ckpt / cfg.Ht:g} x {cfg.Ht}); set num_aux_hidden_states or "
                      "eagle_config.eagle_aux_hidden_state_layer_ids", engine=engine_in,
                      checkpoint=fc_ckpt, cite=p.cites.get("fc_width", ""))
-        if aux.width is None or aux.width == engine_in:
+        if aux.width is None or aux.width == engine_in or not aux.use_aux:
             return
         if p.fc_skip_when_width_is_hidden and aux.width == cfg.H:
             self.add("FC_SKIPPED", ERROR, f"the engine feeds the draft a {aux.width}-wide hidden state "

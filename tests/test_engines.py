@@ -1,0 +1,355 @@
+"""Engine profiles applied by the planner: each test pins one engine fact from DOMAIN.md /
+reference notes to the fate the kit reports. Configs and key sets are built here, not read from
+the samples, so every rule is exercised in isolation."""
+
+import pytest
+
+from eagle3_nb.config import parse_config, parse_target_config
+from eagle3_nb.engines import PROFILES, resolve_engine, resolve_engines
+from eagle3_nb.engines.planner import plan_load
+from eagle3_nb.errors import EngineSpecError
+from eagle3_nb.layouts import expected_schema
+
+H, L = 64, 32
+
+
+def flat_config(**extra):
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": H,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+           "vocab_size": 512, "draft_vocab_size": 256, "num_hidden_layers": 1,
+           "max_position_embeddings": 4096}
+    cfg.update(extra)
+    return cfg
+
+
+def speculators_config(**extra):
+    layer = {k: v for k, v in flat_config().items()
+             if k not in ("architectures", "draft_vocab_size")}
+    cfg = {"speculators_model_type": "eagle3", "architectures": ["Eagle3DraftModel"],
+           "transformer_layer_config": layer, "draft_vocab_size": 256,
+           "eagle_aux_hidden_state_layer_ids": [2, 16, 29], "norm_before_residual": False,
+           "norm_before_fc": False, "fc_norm": False, "norm_output": False,
+           "target_hidden_size": None}
+    cfg.update(extra)
+    return cfg
+
+
+def shapes_for(cfg, layer0="midlayer.", prefix="", drop=(), num_aux=None):
+    schema = expected_schema(cfg, num_aux)
+    out = {}
+    for name, entry in schema.items():
+        if name == "embed_tokens.weight" or name in drop:
+            continue
+        key = layer0 + name[len("layers.0."):] if name.startswith("layers.0.") else name
+        out[prefix + key] = entry.shape
+    return out
+
+
+def target(layers=L, model_type="llama", max_pos=4096, arch="LlamaForCausalLM"):
+    return parse_target_config({"num_hidden_layers": layers, "hidden_size": H, "vocab_size": 512,
+                                "max_position_embeddings": max_pos, "model_type": model_type,
+                                "architectures": [arch]}, "target")
+
+
+def plan(engine, raw, **kw):
+    cfg = parse_config(raw)
+    shapes = kw.pop("shapes", None) or shapes_for(cfg, **kw.pop("layout", {}))
+    return plan_load(resolve_engine(engine), cfg, shapes, kw.pop("target", target()))
+
+
+def codes(p):
+    return {f.code for f in p.findings}
+
+
+def fates(p):
+    return {k.name: k.fate for k in p.keys}
+
+
+# --- engine names ----------------------------------------------------------------------------
+
+def test_version_spellings_resolve_to_one_profile():
+    assert resolve_engine("vllm==0.33") is resolve_engine("vllm==0.33.0")
+    assert resolve_engine("sglang==0.5.9.post1") is resolve_engine("sglang==0.5.9")
+    assert resolve_engine("SGLang==0.5.23").version == "0.5.23"
+
+
+@pytest.mark.parametrize("spec", ["sglang==0.5.12", "vllm==0.20", "tgi==1.0"])
+def test_unknown_version_lists_known_ranges(spec):
+    with pytest.raises(EngineSpecError) as info:
+        resolve_engine(spec)
+    assert "sglang >=0.5.9,<0.5.10" in str(info.value) and "vllm >=0.33.0" in str(info.value)
+
+
+@pytest.mark.parametrize("spec", ["sglang", "sglang==", "==0.5.9", "sglang=0.5.9"])
+def test_malformed_engine_spec(spec):
+    with pytest.raises(EngineSpecError):
+        resolve_engine(spec)
+
+
+def test_no_engine_means_every_profile():
+    assert resolve_engines(None) == list(PROFILES)
+    assert resolve_engines(["all"]) == list(PROFILES)
+
+
+def test_every_profile_cites_its_facts():
+    for p in PROFILES:
+        assert p.cites and p.evidence and p.covers[0] == p.version or p.name == "vllm"
+
+
+# --- key fates -------------------------------------------------------------------------------
+
+def test_sglang_059_drops_layers0_keys_silently():
+    p = plan("sglang==0.5.9", flat_config(), layout={"layer0": "layers.0."})
+    f = fates(p)
+    assert f["layers.0.self_attn.q_proj.weight"] == "dropped"
+    assert f["fc.weight"] == "loaded" and f["t2d"] == "skipped" and f["d2t"] == "loaded"
+    assert any("model.midlayer.self_attn.qkv_proj.weight" in u for u in p.unloaded)
+    assert {"KEYS_DROPPED", "PARAMS_UNLOADED"} <= codes(p) and "LOAD_ERROR" not in codes(p)
+    assert p.verdict == "silent_failure"
+
+
+@pytest.mark.parametrize("engine", ["sglang==0.5.16", "sglang==0.5.23"])
+def test_sglang_new_renames_midlayer(engine):
+    p = plan(engine, flat_config())
+    assert fates(p)["midlayer.mlp.gate_proj.weight"] == "renamed"
+    q = next(k for k in p.keys if k.name == "midlayer.self_attn.q_proj.weight")
+    assert q.param == "model.layers.0.self_attn.qkv_proj.weight"
+    assert p.verdict == "ok" and not p.unloaded
+
+
+def test_sglang_accepts_model_prefix_but_drops_others_except_d2t():
+    ok = plan("sglang==0.5.9", flat_config(), layout={"prefix": "model."})
+    f = fates(ok)
+    assert f["model.midlayer.self_attn.q_proj.weight"] == "loaded" and f["model.fc.weight"] == "loaded"
+    # lm_head is a top-level parameter: "model.lm_head.weight" -> "model.model.lm_head.weight"
+    assert f["model.lm_head.weight"] == "dropped" and "lm_head.weight" in ok.unloaded
+    bad = plan("sglang==0.5.23", flat_config(), layout={"prefix": "draft_model."})
+    f = fates(bad)
+    assert f["draft_model.fc.weight"] == "dropped" and f["draft_model.d2t"] == "loaded"
+    assert bad.verdict == "silent_failure"
+
+
+@pytest.mark.parametrize("prefix", ["model.", "draft_model.", "module."])
+def test_vllm_raises_on_prefixed_keys(prefix):
+    p = plan("vllm==0.33", flat_config(), layout={"prefix": prefix})
+    assert p.verdict == "load_error"
+    assert any("There is no module or parameter named" in k.reason for k in p.keys)
+
+
+def test_vllm_loads_both_layouts():
+    for layer0 in ("midlayer.", "layers.0."):
+        assert plan("vllm==0.33", flat_config(), layout={"layer0": layer0}).verdict == "ok"
+
+
+def test_vllm_rejects_d2t_when_vocab_is_full():
+    raw = flat_config(draft_vocab_size=512)
+    cfg = parse_config(raw)
+    shapes = shapes_for(cfg)
+    shapes["d2t"] = (512,)
+    p = plan_load(resolve_engine("vllm==0.33"), cfg, shapes, target())
+    assert fates(p)["d2t"] == "error" and p.verdict == "load_error"
+
+
+def test_vllm_ignores_unknown_bias_but_raises_on_other_unknowns():
+    cfg = parse_config(flat_config())
+    shapes = shapes_for(cfg)
+    shapes["fc.bias"] = (H,)
+    shapes["extra.weight"] = (3,)
+    p = plan_load(resolve_engine("vllm==0.33"), cfg, shapes, target())
+    assert fates(p)["fc.bias"] == "dropped" and fates(p)["extra.weight"] == "error"
+
+
+def test_input_norm_loaded_only_where_norm_before_fc_exists():
+    raw = flat_config(eagle_config={"norm_before_fc": True})
+    shapes = shapes_for(parse_config(raw))
+    assert "input_norm.weight" in shapes
+    assert fates(plan("sglang==0.5.23", raw, shapes=shapes))["input_norm.weight"] == "loaded"
+    p16 = plan("sglang==0.5.16", raw, shapes=shapes)
+    assert fates(p16)["input_norm.weight"] == "dropped"
+    assert "NORM_FLAG_IGNORED" in codes(p16)
+    assert fates(plan("vllm==0.33", raw, shapes=shapes))["input_norm.weight"] == "loaded"
+
+
+def test_legacy_aux_norm_names_renamed_by_new_sglang():
+    raw = flat_config(fc_norm=True)
+    cfg = parse_config(raw)
+    shapes = {k.replace("fc_norm.0", "aux_norm_low").replace("fc_norm.1", "aux_norm_mid")
+              .replace("fc_norm.2", "aux_norm_high"): v for k, v in shapes_for(cfg).items()}
+    p = plan_load(resolve_engine("sglang==0.5.23"), cfg, shapes, target())
+    assert fates(p)["aux_norm_mid.weight"] == "renamed"
+    assert p.verdict == "ok"
+    old = plan_load(resolve_engine("sglang==0.5.9"), cfg, shapes, target())
+    assert fates(old)["aux_norm_mid.weight"] == "dropped"
+
+
+def test_shape_mismatch_is_loud():
+    raw = flat_config()
+    cfg = parse_config(raw)
+    shapes = shapes_for(cfg)
+    shapes["norm.weight"] = (H + 1,)
+    for engine in ("sglang==0.5.23", "vllm==0.33"):
+        p = plan_load(resolve_engine(engine), cfg, shapes, target())
+        assert fates(p)["norm.weight"] == "error" and p.verdict == "load_error"
+
+
+# --- startup ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("engine", ["sglang==0.5.9", "sglang==0.5.16", "sglang==0.5.23"])
+def test_sglang_cannot_start_from_speculators_config(engine):
+    p = plan(engine, speculators_config(), layout={"layer0": "layers.0."})
+    assert p.verdict == "load_error" and "convert" in p.findings[0].message
+
+
+def test_vllm_reads_speculators_config():
+    p = plan("vllm==0.33", speculators_config(), layout={"layer0": "layers.0."})
+    assert p.verdict == "ok", [f.message for f in p.findings]
+
+
+def test_sglang_059_refuses_two_layers_newer_runs_untrained_hidden_norm():
+    raw = flat_config(num_hidden_layers=2)
+    cfg = parse_config(raw)
+    shapes = shapes_for(cfg, layer0="layers.0.")
+    assert "layers.1.hidden_norm.weight" not in shapes  # speculators-style extra layer
+    old = plan_load(resolve_engine("sglang==0.5.9"), cfg, shapes, target())
+    assert old.verdict == "load_error"
+    new = plan_load(resolve_engine("sglang==0.5.23"), cfg, shapes, target())
+    assert "model.layers.1.hidden_norm.weight" in new.unloaded
+    assert any("pre-attention" in f.message for f in new.findings)
+    assert new.verdict == "silent_failure"
+    assert plan_load(resolve_engine("vllm==0.33"), cfg, shapes, target()).verdict == "ok"
+
+
+def test_context_shorter_than_target():
+    raw = flat_config(max_position_embeddings=2048)
+    p = plan("sglang==0.5.23", raw, target=target(max_pos=8192))
+    assert {"LOAD_ERROR", "CONTEXT_TOO_SHORT"} <= codes(p)
+    v = plan("vllm==0.33", raw, target=target(max_pos=8192))
+    assert "CONTEXT_TOO_SHORT" in codes(v) and v.verdict == "ok"
+
+
+def test_sglang_wrong_architecture():
+    p = plan("sglang==0.5.23", flat_config(architectures=["LlamaForCausalLM"]))
+    assert p.verdict == "load_error"
+    assert plan("vllm==0.33", flat_config(architectures=["LlamaForCausalLM"])).verdict == "ok"
+
+
+# --- aux layer ids ---------------------------------------------------------------------------
+
+def test_specforge_output_of_layer_ids():
+    raw = flat_config(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 15, 28]})
+    s = plan("sglang==0.5.23", raw)
+    assert s.aux.captured == [2, 16, 29] == s.aux.trained and s.verdict == "ok"
+    v = plan("vllm==0.33", raw)
+    assert v.aux.captured == [1, 15, 28] and "AUX_LAYER_CONVENTION" in codes(v)
+
+
+def test_input_to_layer_ids_are_shifted_by_sglang_llama():
+    raw = flat_config(eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 16, 29]})
+    s = plan("sglang==0.5.23", raw)
+    assert s.aux.captured == [3, 17, 30] and s.aux.trained == [2, 16, 29]
+    assert "AUX_LAYER_CONVENTION" in codes(s)
+    assert plan("vllm==0.33", raw).verdict == "ok"
+
+
+def test_deepseek_rule_changed_between_releases():
+    t = target(layers=61, model_type="kimi_k2", arch="DeepseekV3ForCausalLM")
+    raw = flat_config(eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 30, 58]})
+    assert plan("sglang==0.5.23", raw, target=t).aux.captured == [2, 30, 58]
+    assert plan("sglang==0.5.9", raw, target=t).aux.captured == [3, 31, 59]
+    raw1 = flat_config(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 29, 57]})
+    assert plan("sglang==0.5.23", raw1, target=t).aux.captured == [2, 30, 58]
+    assert plan("sglang==0.4.10", raw1, target=t).verdict == "load_error"
+
+
+def test_gpt_oss_boundary_id_cannot_be_captured_by_sglang():
+    t = target(layers=36, model_type="gpt_oss", arch="GptOssForCausalLM")
+    raw = flat_config(eagle_config={"eagle_aux_hidden_state_layer_ids": [24, 30, 36]})
+    s = plan("sglang==0.5.23", raw, target=t)
+    assert s.aux.captured == [24, 30] and s.aux.width == 2 * H and s.verdict == "load_error"
+    assert plan("vllm==0.33", raw, target=t).aux.captured == [24, 30, 36]
+
+
+def test_top_level_ids_in_flat_config_ignored_by_sglang():
+    raw = flat_config(eagle_aux_hidden_state_layer_ids=[1, 10, 20])
+    s = plan("sglang==0.5.23", raw)
+    assert s.aux.source == "default" and s.aux.captured == [2, 16, 29]
+    found = [f for f in s.findings if f.code == "AUX_LAYERS_DEFAULTED"]
+    assert found and found[0].severity == "error"
+    v = plan("vllm==0.33", raw)
+    assert v.aux.source == "top_level" and v.aux.captured == [1, 10, 20]
+
+
+def test_no_ids_declared_is_a_warning_everywhere():
+    for engine in ("sglang==0.5.9", "sglang==0.5.23", "vllm==0.33"):
+        p = plan(engine, flat_config())
+        f = [f for f in p.findings if f.code == "AUX_LAYERS_DEFAULTED"]
+        assert f and f[0].severity == "warning" and p.verdict == "ok"
+
+
+def test_old_sglang_cuda_graphs_use_default_ids():
+    raw = flat_config(eagle_config={"eagle_aux_hidden_state_layer_ids": [3, 10, 20]})
+    p = plan("sglang==0.5.9", raw)
+    assert any("CUDA graphs" in f.message for f in p.findings)
+
+
+def test_four_aux_speculators_draft_fails_vllm_fc():
+    raw = speculators_config(eagle_aux_hidden_state_layer_ids=[2, 16, 29, 31])
+    p = plan("vllm==0.33", raw, layout={"layer0": "layers.0.", "num_aux": 4})
+    assert p.fc_width_engine == 3 * H and p.fc_width_checkpoint == 4 * H
+    assert {"AUX_COUNT_MISMATCH", "LOAD_ERROR"} <= codes(p)
+    qwen = speculators_config(eagle_aux_hidden_state_layer_ids=[2, 16, 29, 31])
+    qwen["transformer_layer_config"]["model_type"] = "qwen3"
+    q = plan("vllm==0.33", qwen, layout={"layer0": "layers.0.", "num_aux": 4})
+    assert q.fc_width_engine == 4 * H
+
+
+def test_single_state_of_draft_width_skips_fc_in_sglang():
+    # only one of three configured layers exists on a 4-layer target: one H-wide state arrives
+    raw = flat_config(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 7, 9]})
+    s = plan("sglang==0.5.23", raw, target=target(layers=4))
+    assert s.aux.captured == [2] and "FC_SKIPPED" in codes(s)
+
+
+def test_use_aux_false_ignored_by_old_sglang():
+    raw = flat_config(eagle_config={"use_aux_hidden_state": False})
+    assert plan("sglang==0.5.23", raw).verdict == "ok"
+    assert "AUX_LAYER_CONVENTION" in codes(plan("sglang==0.5.4", raw))
+
+
+# --- norm flags and embeddings ---------------------------------------------------------------
+
+def test_norm_before_residual_never_read_by_sglang():
+    raw = flat_config(norm_before_residual=True)
+    s = plan("sglang==0.5.23", raw)
+    assert "NORM_FLAG_IGNORED" in codes(s) and s.flags["norm_before_residual"] is False
+    assert plan("vllm==0.33", raw).flags["norm_before_residual"] is True
+
+
+def test_vllm_norm_before_residual_default_depends_on_dialect():
+    spec = speculators_config()
+    del spec["norm_before_residual"]
+    assert plan("vllm==0.33", spec, layout={"layer0": "layers.0."}).flags["norm_before_residual"]
+    assert not plan("vllm==0.33", flat_config()).flags["norm_before_residual"]
+
+
+def test_embeddings_replaced_unless_widths_differ():
+    s = plan("sglang==0.5.23", flat_config())
+    assert "EMBED_REPLACED" in codes(s)
+    raw = flat_config(target_hidden_size=128)
+    cfg = parse_config(raw)
+    p = plan_load(resolve_engine("sglang==0.5.23"), cfg, shapes_for(cfg), target())
+    assert "model.embed_tokens.weight" in p.unloaded and p.verdict == "silent_failure"
+
+
+def test_missing_lm_head_is_unloaded_unless_borrowed():
+    p = plan("sglang==0.5.23", flat_config(), layout={"drop": ("lm_head.weight",)})
+    assert "lm_head.weight" in p.unloaded and p.verdict == "silent_failure"
+    b = plan("sglang==0.5.23", flat_config(draft_vocab_size=None, vocab_size=512),
+             layout={"drop": ("lm_head.weight",)})
+    assert "LM_HEAD_FROM_TARGET" in codes(b)
+
+
+def test_pruned_vocab_without_d2t_leaves_mapping_unloaded():
+    for engine, param in (("sglang==0.5.23", "hot_token_id"), ("vllm==0.33", "draft_id_to_target_id")):
+        p = plan(engine, flat_config(), layout={"drop": ("d2t", "t2d")})
+        assert param in p.unloaded and p.verdict == "silent_failure"
