@@ -19,6 +19,16 @@ from .errors import ConfigError
 TOP, EAGLE, LAYER, DEFAULT, ABSENT = ("top_level", "eagle_config", "transformer_layer_config",
                                       "default", "absent")
 NORM_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+# What a trainer used when its config omits a flag, per dialect. SafeAILab/SpecForge: False
+# (cnets.py keeps the un-normed residual). speculators: the config class defaults to False but
+# the training CLI defaults norm_before_residual/norm_before_fc/norm_output to True for eagle3
+# (speculators train/config/schema.py), so an absent key could mean either.
+TRAINER_FLAG_DEFAULTS: dict[str, dict[str, frozenset[bool]]] = {
+    "norm_before_residual": {"flat": frozenset({False}), "speculators": frozenset({False, True})},
+    "norm_before_fc": {"flat": frozenset({False}), "speculators": frozenset({False, True})},
+    "fc_norm": {"flat": frozenset({False}), "speculators": frozenset({False})},
+    "norm_output": {"flat": frozenset({False}), "speculators": frozenset({False, True})},
+}
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoint import Checkpoint, read_json
-from .config import ABSENT, NORM_FLAGS, DraftConfig, TargetInfo, parse_config, parse_target_config
+from .config import DraftConfig, TargetInfo, parse_config, parse_target_config
 from .engines import resolve_engines
 from .engines.planner import LoadPlan, plan_load
 from .errors import ConfigError
-from .findings import ERROR, INFO, WARNING, Finding, has_errors, sort_findings
+from .findings import ERROR, INFO, Finding, has_errors, sort_findings
 from .layouts import Layout, SchemaRow, detect_layout, schema_diff, split_key
 
 DEFAULT_STATS_BUDGET = 1 << 30
@@ -80,7 +80,7 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     shapes = {name: t.shape for name, t in ckpt.tensors.items()}
     plans = [plan_load(p, cfg, shapes, target) for p in profiles]
     schema = schema_diff(cfg, shapes)
-    findings = checkpoint_findings(ckpt, cfg, schema) + flag_ambiguity(cfg, plans)
+    findings = checkpoint_findings(ckpt, cfg, schema)
     stats_result = None
     if stats:
         from .stats import scan_stats, stats_findings
@@ -147,23 +147,6 @@ def _vocab_presence_findings(ckpt: Checkpoint, cfg: DraftConfig) -> list[Finding
                         "as target ids (silent garbage); rebuild d2t from the training token "
                         "counts", {"draft_vocab_size": cfg.Vd, "vocab_size": cfg.vocab_size})]
     return []
-
-
-def flag_ambiguity(cfg: DraftConfig, plans: list[LoadPlan]) -> list[Finding]:
-    """NORM_FLAG_AMBIGUOUS: a flag absent from the config that engines default differently.
-    The trainers' own default is False for every flag (SafeAILab; speculators' config class)."""
-    out = []
-    for name in NORM_FLAGS:
-        if cfg.flag(name).source != ABSENT:
-            continue
-        readers = {p.profile.key: p.flags[name] for p in plans
-                   if p.profile.flags[name].read and cfg.dialect in p.profile.dialects}
-        if any(readers.values()):
-            out.append(Finding("NORM_FLAG_AMBIGUOUS", WARNING, f"{name} is absent: "
-                               + ", ".join(f"{k} assumes {v}" for k, v in readers.items())
-                               + "; trainers default to false. Write the value training used "
-                               "into config.json", {"flag": name, "engines": readers}))
-    return out
 
 
 def _schema_row_json(row: SchemaRow) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..config import ABSENT, DraftConfig, NORM_FLAGS, TargetInfo
+from ..config import ABSENT, NORM_FLAGS, TRAINER_FLAG_DEFAULTS, DraftConfig, TargetInfo
 from ..findings import ERROR, INFO, WARNING, Finding
 from .profile import (AS_IS, AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE, PLUS_ONE_IF_FIRST_IS_1,
                       EngineProfile)
@@ -369,7 +369,7 @@ class _Ctx:
             ths = cfg.target_hidden_size
             own = ths.present and ths.value != cfg.H
             if not own:
-                self.add("EMBED_REPLACED", INFO, f"the engine replaces the draft's embed_tokens "
+                self.add("EMBED_REPLACED", INFO, "the engine replaces the draft's embed_tokens "
                          "with the target's (set_embed)" + ("; the checkpoint's own copy is ignored"
                                                              if has_own else ""))
                 return True
@@ -378,7 +378,7 @@ class _Ctx:
             return True
         if cfg.Ht != cfg.H:
             return False
-        self.add("EMBED_REPLACED", INFO, f"the engine shares the target's embed_tokens: the "
+        self.add("EMBED_REPLACED", INFO, "the engine shares the target's embed_tokens: the "
                  "checkpoint has none")
         return True
 
@@ -389,7 +389,7 @@ class _Ctx:
         else:
             borrowed = not cfg.pruned_vocab and not self._has_key("lm_head.weight")
         if borrowed:
-            self.add("LM_HEAD_FROM_TARGET", INFO, f"the engine uses the target's lm_head")
+            self.add("LM_HEAD_FROM_TARGET", INFO, "the engine uses the target's lm_head")
         return borrowed
 
     def _has_key(self, canonical: str) -> bool:
@@ -402,7 +402,7 @@ class _Ctx:
         hit = [u for u in unloaded if u.endswith("hidden_norm.weight")
                and (m := _LAYER_PARAM.search(u)) and int(m.group(1)) >= 1]
         if hit:
-            self.add("PARAMS_UNLOADED", ERROR, f"the engine uses hidden_norm as the pre-attention "
+            self.add("PARAMS_UNLOADED", ERROR, "the engine uses hidden_norm as the pre-attention "
                      "norm of decoder layers >= 1, but the checkpoint has none for them (speculators "
                      "layers are plain Llama layers): those layers run with an untrained all-ones "
                      "norm and the trained input_layernorm is never used", params=hit,
@@ -481,7 +481,7 @@ class _Ctx:
                          declared=declared.value, declared_at=declared.source,
                          captured=plan.captured, cite=p.cites.get("aux_ids", ""))
             else:
-                self.add("AUX_LAYERS_DEFAULTED", WARNING, f"no aux layer ids declared: the engine "
+                self.add("AUX_LAYERS_DEFAULTED", WARNING, "no aux layer ids declared: the engine "
                          "captures its defaults [2, L//2, L-3]; right only if training used the "
                          "same layers (vllm PR #50170: 1.2% acceptance when it did not)",
                          captured=plan.captured)
@@ -526,12 +526,25 @@ class _Ctx:
         for name in NORM_FLAGS:
             rule, given = self.p.flags[name], self.cfg.flag(name)
             if given.present and given.value and not rule.read:
-                self.add("NORM_FLAG_IGNORED", WARNING, f"{name}: true in the config but "
+                self.add("NORM_FLAG_IGNORED", ERROR, f"{name}: true in the config but "
                          f"the engine never reads it, so the draft is computed as if it were "
                          "false (lower acceptance, no error)", flag=name)
             elif given.present and given.value and given.source not in rule.sources:
-                self.add("NORM_FLAG_IGNORED", WARNING, f"{name}: set at {given.source}, where "
+                self.add("NORM_FLAG_IGNORED", ERROR, f"{name}: set at {given.source}, where "
                          f"the engine does not look (it reads {'/'.join(rule.sources)})", flag=name)
+            elif not given.present and rule.read:
+                self._report_flag_default(name)
+
+    def _report_flag_default(self, name: str) -> None:
+        trained = TRAINER_FLAG_DEFAULTS[name][self.cfg.dialect]
+        served = self.flags[name]
+        if len(trained) > 1 or served not in trained:
+            options = " or ".join(str(v).lower() for v in sorted(trained))
+            self.add("NORM_FLAG_AMBIGUOUS", WARNING, f"{name} is absent: the engine assumes "
+                     f"{str(served).lower()}, while a {self.cfg.dialect} trainer may have used "
+                     f"{options}; write the value training used into config.json",
+                     flag=name, engine_default=served, trainer_defaults=sorted(trained),
+                     cite=self.p.cites.get(name, ""))
 
     def report_context(self) -> None:
         target, cfg = self.target, self.cfg

@@ -1,0 +1,591 @@
+"""Build data_samples/ deterministically: a tiny target config and EAGLE-3 drafts, good and broken.
+
+Every broken draft embodies one row of the failure catalogue (DOMAIN.md). The expectations written
+to `drafts/manifest.json` were derived by hand from DOMAIN.md and reference/, not from the engine
+planner, so that tests can cross-check the two.
+
+    python -m eagle3_nb.samples [--out DIR]
+
+Weights are random for now (seeded); a trained target and draft can be added as further variants.
+Imports torch: this is a build tool, nothing on the light listing path imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from safetensors.torch import save_file
+
+SEED = 20250601
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "data_samples"
+
+# draft and target dimensions (the target is a tiny Llama with the draft's hidden size)
+H, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, INTERMEDIATE = 64, 4, 2, 16, 128
+TARGET_VOCAB, DRAFT_VOCAB = 512, 256
+TARGET_LAYERS = 8
+MAX_POSITIONS, RMS_EPS, ROPE_THETA = 4096, 1e-5, 10000.0
+DEFAULT_AUX_IDS = [2, TARGET_LAYERS // 2, TARGET_LAYERS - 3]  # [2, 4, 5]
+LEADING_IDS = 24  # this many lowest ids are the most frequent: d2t starts with that many zeros
+BF16 = torch.bfloat16
+
+ENGINES = ("sglang==0.5.9", "sglang==0.5.16", "sglang==0.5.23", "vllm==0.33")
+VERDICTS = {
+    "ok": "the engine loads the draft and computes what was trained (warnings and info allowed)",
+    "silent_failure": "the engine loads the draft, but an error-severity problem (engine-specific "
+                      "or global) makes its drafts wrong",
+    "load_error": "the engine refuses to start or to load the draft (LOAD_ERROR)",
+}
+
+TRIPWIRE_CODE = '''"""Tripwire, not a config class: eagle3_nb must never execute checkpoint code.
+
+Importing or running this file leaves a file named EXECUTED next to it; the sample tests look
+for it (and for any file the generator did not write).
+"""
+from pathlib import Path
+
+Path(__file__).with_name("EXECUTED").write_text("config.py was executed\\n")
+'''
+
+
+# ---------------------------------------------------------------- weights and vocabulary mapping
+
+@dataclass(frozen=True)
+class Weights:
+    """One random draft, in canonical speculators names (`layers.0.*`, `fc.weight`, ...)."""
+    core: dict[str, torch.Tensor]          # fc, layers.0.*, norm, lm_head (no embeddings)
+    second_layer: dict[str, torch.Tensor]  # a plain Llama decoder layer as layers.1.*
+    embed_tokens: torch.Tensor             # [Vt, H]
+    fc_four_aux: torch.Tensor              # [H, 4H]
+    d2t: torch.Tensor                      # [Vd] int64 offsets
+    t2d: torch.Tensor                      # [Vt] bool
+
+
+def synthetic_token_counts(vocab_size: int) -> torch.Tensor:
+    """Zipf-like counts, low ids most frequent; past the first LEADING_IDS an integer hash jitters
+    each count by 25..175 %, so the kept ids skip some and d2t grows after its leading zeros."""
+    ids = torch.arange(vocab_size, dtype=torch.int64)
+    base = 1_000_000 // (ids + 1)
+    percent = 25 + (ids * 2654435761 % 2**32) % 151  # Knuth multiplicative hash
+    percent[:LEADING_IDS] = 100
+    return base * percent // 100
+
+
+def vocab_mapping(counts: torch.Tensor, draft_vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the trainers do: keep the most frequent ids (ties by id), sort them ascending,
+    d2t = ids - arange (offsets), t2d[ids] = True."""
+    order = torch.argsort(-counts, stable=True)
+    ids = torch.sort(order[:draft_vocab]).values
+    d2t = ids - torch.arange(draft_vocab, dtype=torch.int64)
+    t2d = torch.zeros(counts.numel(), dtype=torch.bool)
+    t2d[ids] = True
+    return d2t, t2d
+
+
+class _Init:
+    """Draws tensors from one seeded generator; the call order fixes every value."""
+
+    def __init__(self, seed: int):
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def linear(self, rows: int, cols: int) -> torch.Tensor:
+        return (torch.randn(rows, cols, generator=self.gen) * 0.02).to(BF16)
+
+    def norm(self, width: int) -> torch.Tensor:
+        # around 1 but not exactly 1: all-ones norms look untrained
+        return (1.0 + 0.05 * torch.randn(width, generator=self.gen)).to(BF16)
+
+
+def decoder_layer(init: _Init, index: int) -> dict[str, torch.Tensor]:
+    """Layer 0 is the EAGLE-3 layer (q/k/v over [embeds, hidden], hidden_norm); later layers are
+    plain Llama layers with H-wide inputs."""
+    width = 2 * H if index == 0 else H
+    p = f"layers.{index}."
+    out = {
+        p + "self_attn.q_proj.weight": init.linear(NUM_HEADS * HEAD_DIM, width),
+        p + "self_attn.k_proj.weight": init.linear(NUM_KV_HEADS * HEAD_DIM, width),
+        p + "self_attn.v_proj.weight": init.linear(NUM_KV_HEADS * HEAD_DIM, width),
+        p + "self_attn.o_proj.weight": init.linear(H, NUM_HEADS * HEAD_DIM),
+        p + "mlp.gate_proj.weight": init.linear(INTERMEDIATE, H),
+        p + "mlp.up_proj.weight": init.linear(INTERMEDIATE, H),
+        p + "mlp.down_proj.weight": init.linear(H, INTERMEDIATE),
+        p + "input_layernorm.weight": init.norm(H),
+        p + "post_attention_layernorm.weight": init.norm(H),
+    }
+    if index == 0:
+        out[p + "hidden_norm.weight"] = init.norm(H)
+    return out
+
+
+def make_weights(seed: int = SEED) -> Weights:
+    init = _Init(seed)
+    core = {"fc.weight": init.linear(H, 3 * H), **decoder_layer(init, 0),
+            "norm.weight": init.norm(H), "lm_head.weight": init.linear(DRAFT_VOCAB, H)}
+    embed = init.linear(TARGET_VOCAB, H)
+    fc_four = init.linear(H, 4 * H)
+    second = decoder_layer(init, 1)
+    d2t, t2d = vocab_mapping(synthetic_token_counts(TARGET_VOCAB), DRAFT_VOCAB)
+    return Weights(core, second, embed, fc_four, d2t, t2d)
+
+
+def with_vocab(w: Weights, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {**tensors, "d2t": w.d2t, "t2d": w.t2d}
+
+
+def eagle_names(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """SafeAILab/SpecForge names: the single decoder layer is `midlayer.*`."""
+    return {("midlayer." + k[len("layers.0."):] if k.startswith("layers.0.") else k): v
+            for k, v in tensors.items()}
+
+
+def eagle_state(w: Weights) -> dict[str, torch.Tensor]:
+    """The good flat draft: midlayer.*, fc, norm, lm_head, d2t, t2d; no embed_tokens."""
+    return with_vocab(w, eagle_names(w.core))
+
+
+def speculators_state(w: Weights) -> dict[str, torch.Tensor]:
+    return with_vocab(w, {**w.core, "embed_tokens.weight": w.embed_tokens})
+
+
+def prefixed(prefix: str, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {prefix + k: v for k, v in tensors.items()}
+
+
+# ---------------------------------------------------------------- configs
+
+def target_config() -> dict[str, Any]:
+    return {
+        "architectures": ["LlamaForCausalLM"], "attention_bias": False, "bos_token_id": 1,
+        "eos_token_id": 2, "head_dim": HEAD_DIM, "hidden_act": "silu", "hidden_size": H,
+        "intermediate_size": INTERMEDIATE, "max_position_embeddings": MAX_POSITIONS,
+        "mlp_bias": False, "model_type": "llama", "num_attention_heads": NUM_HEADS,
+        "num_hidden_layers": TARGET_LAYERS, "num_key_value_heads": NUM_KV_HEADS,
+        "rms_norm_eps": RMS_EPS, "rope_theta": ROPE_THETA, "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16", "vocab_size": TARGET_VOCAB,
+    }
+
+
+def flat_config(**changes: Any) -> dict[str, Any]:
+    """SpecForge's llama3-8B-eagle3.json shape: no eagle_config, no aux ids (defaults apply)."""
+    config = {
+        "architectures": ["LlamaForCausalLMEagle3"], "bos_token_id": 1,
+        "draft_vocab_size": DRAFT_VOCAB, "eos_token_id": 2, "head_dim": HEAD_DIM,
+        "hidden_act": "silu", "hidden_size": H, "intermediate_size": INTERMEDIATE,
+        "max_position_embeddings": MAX_POSITIONS, "model_type": "llama",
+        "num_attention_heads": NUM_HEADS, "num_hidden_layers": 1,
+        "num_key_value_heads": NUM_KV_HEADS, "pad_token_id": 0, "rms_norm_eps": RMS_EPS,
+        "rope_theta": ROPE_THETA, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "vocab_size": TARGET_VOCAB,
+    }
+    config.update(changes)
+    return config
+
+
+def layer_config() -> dict[str, Any]:
+    """speculators' transformer_layer_config (a LlamaConfig diff dict, transformers 5 style)."""
+    return {
+        "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,
+        "head_dim": HEAD_DIM, "hidden_act": "silu", "hidden_size": H, "initializer_range": 0.02,
+        "intermediate_size": INTERMEDIATE, "max_position_embeddings": MAX_POSITIONS,
+        "mlp_bias": False, "model_type": "llama", "num_attention_heads": NUM_HEADS,
+        "num_hidden_layers": 1, "num_key_value_heads": NUM_KV_HEADS, "pad_token_id": None,
+        "pretraining_tp": 1, "rms_norm_eps": RMS_EPS,
+        "rope_parameters": {"rope_theta": ROPE_THETA, "rope_type": "default"},
+        "tie_word_embeddings": False, "use_cache": True, "vocab_size": TARGET_VOCAB,
+    }
+
+
+def speculators_config(aux_ids: list[int]) -> dict[str, Any]:
+    """What Eagle3DraftModel.save_pretrained writes (speculators 0.9.0)."""
+    return {
+        "architectures": ["Eagle3DraftModel"],
+        "auto_map": {"": "config.Eagle3SpeculatorConfig"},
+        "draft_vocab_size": DRAFT_VOCAB, "dtype": "bfloat16",
+        "eagle_aux_hidden_state_layer_ids": list(aux_ids), "embed_requires_grad": False,
+        "fc_norm": False, "norm_before_fc": False, "norm_before_residual": False,
+        "norm_output": False,
+        "speculators_config": {
+            "algorithm": "eagle3", "default_proposal_method": "greedy",
+            "proposal_methods": [{"accept_tolerance": 0.0, "proposal_type": "greedy",
+                                  "speculative_tokens": 3, "verifier_accept_k": 1}],
+            # a remote-style id: vLLM 0.33 refuses local verifier paths in this field
+            "verifier": {"architectures": ["LlamaForCausalLM"],
+                         "name_or_path": "eagle3-nb/tiny-llama-target"},
+        },
+        "speculators_model_type": "eagle3", "speculators_version": "0.9.0",
+        "target_hidden_size": None, "tie_word_embeddings": False,
+        "transformer_layer_config": layer_config(), "transformers_version": "5.19.0",
+    }
+
+
+# ---------------------------------------------------------------- writers
+
+def write_json(path: Path, obj: Any, sort_keys: bool = False) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, sort_keys=sort_keys) + "\n", encoding="utf-8")
+
+
+def write_config(directory: Path, config: dict[str, Any]) -> None:
+    write_json(directory / "config.json", config, sort_keys=True)  # as HF save_pretrained does
+
+
+def owned(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    # each tensor gets its own compact storage: shared storages break save_file and bloat torch.save
+    return {k: tensors[k].contiguous().clone() for k in sorted(tensors)}
+
+
+def write_safetensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(owned(tensors), str(path), metadata={"format": "pt"})
+
+
+def write_draft(directory: Path, config: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+    write_config(directory, config)
+    write_safetensors(directory / "model.safetensors", tensors)
+
+
+def write_sharded(directory: Path, tensors: dict[str, torch.Tensor],
+                  shards: list[list[str]]) -> None:
+    """HF sharded layout: model-0000i-of-0000n.safetensors plus model.safetensors.index.json."""
+    weight_map: dict[str, str] = {}
+    for i, names in enumerate(shards, start=1):
+        file = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+        write_safetensors(directory / file, {n: tensors[n] for n in names})
+        weight_map.update({n: file for n in names})
+    total = sum(t.numel() * t.element_size() for t in tensors.values())
+    write_json(directory / "model.safetensors.index.json",
+               {"metadata": {"total_size": total},
+                "weight_map": {n: weight_map[n] for n in sorted(weight_map)}})
+
+
+# ---------------------------------------------------------------- variants and expectations
+
+@dataclass(frozen=True)
+class Expect:
+    verdict: str            # a key of VERDICTS
+    says: str               # what the engine does, one line (README)
+    codes: tuple[str, ...]  # finding codes that must appear for this engine (subset semantics)
+
+
+def expect(verdict: str, says: str, *codes: str) -> Expect:
+    assert verdict in VERDICTS, verdict
+    return Expect(verdict, says, codes)
+
+
+def per_engine(sglang_0_5_9: Expect, vllm: Expect, sglang_0_5_16: Expect | None = None,
+               sglang_0_5_23: Expect | None = None) -> dict[str, Expect]:
+    """Later SGLang releases behave like the previous one unless given."""
+    s16 = sglang_0_5_16 or sglang_0_5_9
+    return dict(zip(ENGINES, (sglang_0_5_9, s16, sglang_0_5_23 or s16, vllm)))
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    failure: str
+    build: Callable[[Path, Weights], None]
+    expect: dict[str, Expect]
+    global_codes: tuple[str, ...]
+    note: str
+
+    def manifest_entry(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "failure": self.failure,
+            "expect": {engine: {"verdict": e.verdict, "codes": list(e.codes)}
+                       for engine, e in self.expect.items()},
+            "expect_global_codes": list(self.global_codes),
+        }
+        if self.note:
+            entry["note"] = self.note
+        return entry
+
+
+VARIANTS: dict[str, Variant] = {}
+
+
+def variant(name: str, failure: str, expectations: dict[str, Expect],
+            global_codes: tuple[str, ...] = (), note: str = ""):
+    def register(build: Callable[[Path, Weights], None]):
+        VARIANTS[name] = Variant(name, failure, build, expectations, global_codes, note)
+        return build
+    return register
+
+
+DEFAULTS_OK = expect("ok", "loads; captures the default layers hidden_states[2, 4, 5], which a "
+                     "flat draft without ids was trained on", "AUX_LAYERS_DEFAULTED")
+SPECULATORS_REFUSED = expect("load_error", "startup fails: SGLang reads only flat configs "
+                             "(convert first)", "LOAD_ERROR")
+
+
+@variant("good", "none: a healthy SafeAILab/SpecForge flat draft (no aux ids, so defaults)",
+         per_engine(DEFAULTS_OK, DEFAULTS_OK))
+def build_good(d: Path, w: Weights) -> None:
+    write_draft(d, flat_config(), eagle_state(w))
+
+
+@variant("good-speculators", "none: a healthy speculators draft (ships config.py: never run it)",
+         per_engine(SPECULATORS_REFUSED,
+                    expect("ok", "loads layers.0.*, keeps its own embed_tokens, captures "
+                           "hidden_states[2, 4, 5] from the top-level ids")),
+         global_codes=("REMOTE_CODE",),
+         note="config.py is a tripwire: executing it creates EXECUTED in this directory")
+def build_good_speculators(d: Path, w: Weights) -> None:
+    write_draft(d, speculators_config(DEFAULT_AUX_IDS), speculators_state(w))
+    (d / "config.py").write_text(TRIPWIRE_CODE, encoding="utf-8")
+
+
+@variant("layers0-flat", "flat config over speculators-named layers.0.* keys (first seed story)",
+         per_engine(expect("silent_failure", "drops every layers.0.* key silently (it only knows "
+                           "model.midlayer.*): the decoder layer runs uninitialised",
+                           "KEYS_DROPPED", "PARAMS_UNLOADED", "AUX_LAYERS_DEFAULTED"),
+                    expect("ok", "accepts layers.0.* (and midlayer.*); captures the defaults",
+                           "AUX_LAYERS_DEFAULTED"),
+                    sglang_0_5_16=expect("ok", "layers.0.* is its own parameter name; captures the "
+                                         "defaults", "AUX_LAYERS_DEFAULTED")))
+def build_layers0_flat(d: Path, w: Weights) -> None:
+    write_draft(d, flat_config(), with_vocab(w, w.core))
+
+
+@variant("prefix-draft-model", "every key carries a draft_model. wrapper prefix",
+         per_engine(expect("silent_failure", "drops every draft_model.* key silently except "
+                           "draft_model.d2t (matched by substring): fc, layer, norm, lm_head stay "
+                           "uninitialised", "KEYS_DROPPED", "PARAMS_UNLOADED",
+                           "AUX_LAYERS_DEFAULTED"),
+                    expect("load_error", "raises: prefixes model. and finds no module or "
+                           "parameter named model.draft_model...", "LOAD_ERROR")))
+def build_prefix_draft_model(d: Path, w: Weights) -> None:
+    write_draft(d, flat_config(), prefixed("draft_model.", eagle_state(w)))
+
+
+@variant("prefix-model", "every key carries a model. prefix, lm_head included",
+         per_engine(expect("silent_failure", "loads model.* keys (tries name, then 'model.'+name), "
+                           "but lm_head lives outside model.: model.lm_head.weight is dropped and "
+                           "lm_head stays uninitialised", "KEYS_DROPPED", "PARAMS_UNLOADED",
+                           "AUX_LAYERS_DEFAULTED"),
+                    expect("load_error", "raises: adds its own model. prefix (model.model.*) and "
+                           "finds no parameter model.lm_head.weight", "LOAD_ERROR")),
+         note="SGLang's loader tries `name`, then `model.` + name; its lm_head parameter is the "
+              "top-level `lm_head.weight`, so `model.lm_head.weight` matches neither "
+              "(sglang-serving.md 1.3 loader code). Every other model.* key loads.")
+def build_prefix_model(d: Path, w: Weights) -> None:
+    write_draft(d, flat_config(), prefixed("model.", eagle_state(w)))
+
+
+@variant("aux-ids-top-level-flat", "flat config with aux ids [1, 3, 6] only at the top level "
+         "(meant as output-of-layer ids: hidden_states[2, 4, 7])",
+         per_engine(expect("silent_failure", "ignores top-level ids (reads eagle_config only): "
+                           "captures the defaults hidden_states[2, 4, 5], not [2, 4, 7]",
+                           "AUX_LAYERS_DEFAULTED"),
+                    expect("silent_failure", "reads the top-level ids as hidden_states[1, 3, 6], "
+                           "one layer before each trained one", "AUX_LAYER_CONVENTION")),
+         note="target has 8 layers: defaults [2, 4, 5]; ids starting at 1 in a flat config are "
+              "output-of-layer ids, i.e. hidden_states[id + 1] = [2, 4, 7]")
+def build_aux_ids_top_level_flat(d: Path, w: Weights) -> None:
+    write_draft(d, flat_config(eagle_aux_hidden_state_layer_ids=[1, 3, 6]), eagle_state(w))
+
+
+@variant("multilayer-flat", "flat config with 2 decoder layers in speculators style "
+         "(layers.1.* is a plain Llama layer: no hidden_norm)",
+         per_engine(expect("load_error", "ValueError: EAGLE3 currently only supports 1 layer",
+                           "LOAD_ERROR"),
+                    expect("ok", "loads layers.0 (2H inputs) and layers.1 (plain, H inputs); "
+                           "captures the defaults", "AUX_LAYERS_DEFAULTED"),
+                    sglang_0_5_16=expect("silent_failure", "loads both layers, but layer 1's "
+                                         "pre-attention norm is hidden_norm, absent here: it runs "
+                                         "untrained (all ones)", "PARAMS_UNLOADED",
+                                         "AUX_LAYERS_DEFAULTED")))
+def build_multilayer_flat(d: Path, w: Weights) -> None:
+    tensors = with_vocab(w, {**w.core, **w.second_layer})
+    write_draft(d, flat_config(num_hidden_layers=2), tensors)
+
+
+@variant("aux4-speculators", "speculators draft with 4 aux ids [2, 4, 5, 7] and fc [H, 4H] "
+         "(vllm #54526)",
+         per_engine(SPECULATORS_REFUSED,
+                    expect("load_error", "sizes fc for 3 aux states (the Llama draft ignores "
+                           "top-level ids): fc.weight [64, 256] does not fit [64, 192]",
+                           "LOAD_ERROR", "AUX_COUNT_MISMATCH")))
+def build_aux4_speculators(d: Path, w: Weights) -> None:
+    tensors = {**speculators_state(w), "fc.weight": w.fc_four_aux}
+    write_draft(d, speculators_config([2, 4, 5, 7]), tensors)
+
+
+@variant("nan-head", "lm_head all NaN (speculators' never-loaded head)",
+         per_engine(*[expect("silent_failure", "loads and uses the draft's own NaN lm_head: "
+                             "NaN logits", "AUX_LAYERS_DEFAULTED")] * 2),
+         global_codes=("NAN_WEIGHTS",))
+def build_nan_head(d: Path, w: Weights) -> None:
+    tensors = {**eagle_state(w), "lm_head.weight": torch.full_like(w.core["lm_head.weight"],
+                                                                   float("nan"))}
+    write_draft(d, flat_config(), tensors)
+
+
+@variant("short-context", "draft max_position_embeddings 512 below the target's 4096",
+         per_engine(expect("load_error", "ValueError at startup: target context 4096 exceeds the "
+                           "draft's 512 (unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1)",
+                           "CONTEXT_TOO_SHORT"),
+                    expect("ok", "starts; acceptance may fall on prompts past 512 tokens",
+                           "AUX_LAYERS_DEFAULTED")),
+         note="vLLM: no startup check is documented in reference/, so only the SGLang engines "
+              "list CONTEXT_TOO_SHORT; a warning for vLLM would be right too")
+def build_short_context(d: Path, w: Weights) -> None:
+    write_draft(d, flat_config(max_position_embeddings=512), eagle_state(w))
+
+
+@variant("norm-before-residual-flat", "flat config trained with norm_before_residual: true",
+         per_engine(expect("silent_failure", "never reads norm_before_residual: the residual is "
+                           "the un-normed fc output, unlike training", "NORM_FLAG_IGNORED",
+                           "AUX_LAYERS_DEFAULTED"),
+                    expect("ok", "reads norm_before_residual on the native path and applies it",
+                           "AUX_LAYERS_DEFAULTED")))
+def build_norm_before_residual_flat(d: Path, w: Weights) -> None:
+    write_draft(d, flat_config(norm_before_residual=True), eagle_state(w))
+
+
+@variant("speculators-no-norm-flag", "speculators config without norm_before_residual",
+         per_engine(SPECULATORS_REFUSED,
+                    expect("ok", "loads; the absent flag means True on vLLM's speculators path "
+                           "(speculators' config class defaults to False)",
+                           "NORM_FLAG_AMBIGUOUS")),
+         note="ok because the training CLI default (True) matches vLLM's; the kit cannot know "
+              "which default trained these weights, hence the warning")
+def build_speculators_no_norm_flag(d: Path, w: Weights) -> None:
+    config = speculators_config(DEFAULT_AUX_IDS)
+    del config["norm_before_residual"]
+    write_draft(d, config, speculators_state(w))
+
+
+@variant("d2t-missing", "pruned draft vocab (256 of 512) without d2t and t2d",
+         per_engine(expect("silent_failure", "no d2t, no hot_token_id: draft ids 0..255 are used "
+                           "as target ids", "AUX_LAYERS_DEFAULTED"),
+                    expect("silent_failure", "draft_id_to_target_id stays zeros: draft id i "
+                           "becomes target id i", "AUX_LAYERS_DEFAULTED")),
+         global_codes=("D2T_MISSING",))
+def build_d2t_missing(d: Path, w: Weights) -> None:
+    tensors = {k: v for k, v in eagle_state(w).items() if k not in ("d2t", "t2d")}
+    write_draft(d, flat_config(), tensors)
+
+
+@variant("d2t-absolute", "d2t holds absolute target ids (= nonzero(t2d)) instead of offsets",
+         per_engine(expect("silent_failure", "hot_token_id = d2t + arange: ids roughly doubled, "
+                           "wrong tokens, ids past 511 crash at run time", "AUX_LAYERS_DEFAULTED"),
+                    expect("silent_failure", "targets = arange + d2t: ids roughly doubled, wrong "
+                           "or out of range", "AUX_LAYERS_DEFAULTED")),
+         global_codes=("D2T_ABSOLUTE",))
+def build_d2t_absolute(d: Path, w: Weights) -> None:
+    tensors = {**eagle_state(w), "d2t": torch.nonzero(w.t2d).flatten()}
+    write_draft(d, flat_config(), tensors)
+
+
+@variant("wrong-arch", "architectures [\"LlamaForCausalLM\"] (the SafeAILab training template)",
+         per_engine(expect("load_error", "loads the plain target class LlamaForCausalLM, which "
+                           "is no EAGLE-3 draft (no hot_token_id, no fc): startup fails",
+                           "LOAD_ERROR"),
+                    expect("ok", "prefixes the architecture to Eagle3LlamaForCausalLM and loads; "
+                           "captures the defaults", "AUX_LAYERS_DEFAULTED")),
+         note="SGLang: sglang-serving.md 1.5 says the plain class is loaded (PR #33966 open, PR "
+              "#36593: architecture-specific AttributeErrors); the exact error is inferred")
+def build_wrong_arch(d: Path, w: Weights) -> None:
+    write_draft(d, flat_config(architectures=["LlamaForCausalLM"]), eagle_state(w))
+
+
+@variant("pickle-bin", "good weights as pytorch_model.bin (torch.save of a plain tensor dict)",
+         per_engine(DEFAULTS_OK, DEFAULTS_OK),
+         note="the kit reads it only with torch.load(weights_only=True)")
+def build_pickle_bin(d: Path, w: Weights) -> None:
+    write_config(d, flat_config())
+    # torch.save names its zip records after the file stem, so the name is part of determinism
+    torch.save(owned(eagle_state(w)), d / "pytorch_model.bin")
+
+
+@variant("sharded", "good weights over two safetensors shards with an index",
+         per_engine(DEFAULTS_OK, DEFAULTS_OK))
+def build_sharded(d: Path, w: Weights) -> None:
+    tensors = eagle_state(w)
+    layer = sorted(k for k in tensors if k.startswith("midlayer."))
+    rest = sorted(k for k in tensors if not k.startswith("midlayer."))
+    write_config(d, flat_config())
+    write_sharded(d, tensors, [layer, rest])
+
+
+# ---------------------------------------------------------------- manifest, README, entry point
+
+def manifest() -> dict[str, Any]:
+    return {
+        "target_config": "target/config.json",
+        "engines": list(ENGINES),
+        "verdicts": VERDICTS,
+        "codes": "finding codes that must appear for that engine (subset semantics); "
+                 "expect_global_codes: engine-independent findings that must appear",
+        "variants": {name: v.manifest_entry() for name, v in VARIANTS.items()},
+    }
+
+
+def engines_label(engines: list[str]) -> str:
+    """['sglang==0.5.9', 'sglang==0.5.16'] -> 'sglang 0.5.9, 0.5.16'."""
+    if len(engines) == len(ENGINES):
+        return "every engine"
+    names: dict[str, list[str]] = {}
+    for spec in engines:
+        name, _, version = spec.partition("==")
+        names.setdefault(name, []).append(version)
+    return "; ".join(f"{name} {', '.join(versions)}" for name, versions in names.items())
+
+
+def engine_lines(v: Variant) -> str:
+    """One line per distinct behaviour, engines that behave alike share it."""
+    groups: dict[Expect, list[str]] = {}
+    for engine in ENGINES:
+        groups.setdefault(v.expect[engine], []).append(engine)
+    return "<br>".join(f"{engines_label(engines)}: **{e.verdict}**, {e.says}"
+                       for e, engines in groups.items())
+
+
+def readme() -> str:
+    head = ["# Sample drafts", "",
+            "Written by `python -m eagle3_nb.samples`; do not edit by hand. Random weights, "
+            f"seed {SEED}: H={H}, heads {NUM_HEADS}/{NUM_KV_HEADS} (head_dim {HEAD_DIM}), "
+            f"intermediate {INTERMEDIATE}, vocab {TARGET_VOCAB} -> draft vocab {DRAFT_VOCAB}. "
+            f"Target: `../target/config.json` (Llama, {TARGET_LAYERS} layers, default aux "
+            f"layers hidden_states{DEFAULT_AUX_IDS}).", "",
+            "Expected verdicts and finding codes per engine are in `manifest.json` "
+            "(engines: " + ", ".join(f"`{e}`" for e in ENGINES) + ").", "",
+            "| directory | failure it embodies | what each engine does |", "|---|---|---|"]
+    rows = [f"| `{v.name}/` | {v.failure} | {engine_lines(v)} |"
+            for v in VARIANTS.values()]
+    return "\n".join(head + rows) + "\n"
+
+
+def build_samples(out_dir: Path) -> None:
+    """Write target/config.json and drafts/ under out_dir; drafts/ is rebuilt from scratch."""
+    out_dir = Path(out_dir)
+    weights = make_weights()
+    write_json(out_dir / "target" / "config.json", target_config(), sort_keys=True)
+    drafts = out_dir / "drafts"
+    if drafts.exists():
+        shutil.rmtree(drafts)
+    for name, v in VARIANTS.items():
+        (drafts / name).mkdir(parents=True)
+        v.build(drafts / name, weights)
+    write_json(drafts / "manifest.json", manifest())
+    (drafts / "README.md").write_text(readme(), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m eagle3_nb.samples",
+                                     description="Build the sample target config and drafts.")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help=f"output directory (default: {DEFAULT_OUT})")
+    args = parser.parse_args(argv)
+    build_samples(args.out)
+    size = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
+    print(f"wrote {len(VARIANTS)} drafts and the target config to {args.out} ({size} bytes)")
+
+
+if __name__ == "__main__":
+    main()

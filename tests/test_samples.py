@@ -1,0 +1,120 @@
+"""data_samples/ is reproducible, readable by the kit, and described by its manifest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from eagle3_nb.checkpoint import Checkpoint
+from eagle3_nb.config import parse_config, parse_target_config
+from eagle3_nb.findings import CODES
+from eagle3_nb.layouts import schema_diff
+from eagle3_nb.samples import (DRAFT_VOCAB, ENGINES, LEADING_IDS, TARGET_VOCAB, VARIANTS,
+                               VERDICTS, build_samples)
+
+DATA = Path(__file__).resolve().parent.parent / "data_samples"
+DRAFTS = DATA / "drafts"
+DRAFT_DIRS = sorted(p.name for p in DRAFTS.iterdir() if p.is_dir())
+
+
+def files_under(root: Path) -> dict[str, Path]:
+    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("samples")
+    build_samples(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def manifest() -> dict:
+    return json.loads((DRAFTS / "manifest.json").read_text(encoding="utf-8"))
+
+
+def test_regenerating_gives_the_committed_files_byte_for_byte(rebuilt):
+    committed, fresh = files_under(DATA), files_under(rebuilt)
+    assert sorted(committed) == sorted(fresh), "run `python -m eagle3_nb.samples` and commit"
+    changed = [rel for rel in fresh if fresh[rel].read_bytes() != committed[rel].read_bytes()]
+    assert not changed, f"regenerated files differ from data_samples/: {changed}"
+
+
+def test_every_registered_variant_has_a_directory():
+    assert DRAFT_DIRS == sorted(VARIANTS)
+
+
+@pytest.mark.parametrize("name", DRAFT_DIRS)
+def test_each_draft_opens_and_its_config_parses(name):
+    ckpt = Checkpoint.open(DRAFTS / name)
+    cfg = parse_config(ckpt.config_raw, str(DRAFTS / name / "config.json"))
+    assert cfg.H == 64 and cfg.vocab_size == TARGET_VOCAB and cfg.Vd == DRAFT_VOCAB
+    assert ckpt.tensors
+
+
+@pytest.mark.parametrize("name", DRAFT_DIRS)
+def test_weights_are_bf16_and_vocab_maps_int64_and_bool(name):
+    ckpt = Checkpoint.open(DRAFTS / name)
+    wanted = {"d2t": "I64", "t2d": "BOOL"}
+    for key, info in ckpt.tensors.items():
+        assert info.dtype == wanted.get(key.rsplit(".", 1)[-1], "BF16"), key
+
+
+@pytest.mark.parametrize("name", [n for n in DRAFT_DIRS if n != "d2t-missing"])
+def test_only_the_intended_fault_breaks_the_schema(name):
+    ckpt = Checkpoint.open(DRAFTS / name)
+    cfg = parse_config(ckpt.config_raw)
+    rows = schema_diff(cfg, {k: t.shape for k, t in ckpt.tensors.items()})
+    assert [r for r in rows if r.status not in ("ok", "missing_optional")] == []
+
+
+def test_target_config_parses():
+    raw = json.loads((DATA / "target" / "config.json").read_text(encoding="utf-8"))
+    target = parse_target_config(raw, "target/config.json")
+    assert (target.num_hidden_layers, target.hidden_size, target.vocab_size) == (8, 64, 512)
+    assert target.family == "llama"
+
+
+def test_good_d2t_is_trainer_offsets_starting_with_zeros():
+    tensors = load_file(DRAFTS / "good" / "model.safetensors")
+    d2t, t2d = tensors["d2t"], tensors["t2d"]
+    assert d2t.dtype == torch.int64 and t2d.dtype == torch.bool
+    assert d2t.shape == (DRAFT_VOCAB,) and t2d.shape == (TARGET_VOCAB,)
+    assert torch.all(d2t[:LEADING_IDS] == 0)
+    assert d2t[-1] > 0, "a pruned vocab must skip some target ids"
+    assert torch.all(d2t[1:] >= d2t[:-1])
+    assert int(t2d.sum()) == DRAFT_VOCAB
+    assert torch.equal(torch.arange(DRAFT_VOCAB) + d2t, torch.nonzero(t2d).flatten())
+
+
+def test_d2t_absolute_holds_the_target_ids():
+    tensors = load_file(DRAFTS / "d2t-absolute" / "model.safetensors")
+    assert torch.equal(tensors["d2t"], torch.nonzero(tensors["t2d"]).flatten())
+
+
+def test_tripwire_is_present_and_never_fired():
+    assert (DRAFTS / "good-speculators" / "config.py").is_file()
+    assert not list(DATA.rglob("EXECUTED"))
+
+
+def test_manifest_lists_every_draft_with_a_verdict_per_engine(manifest):
+    assert sorted(manifest["variants"]) == DRAFT_DIRS
+    assert manifest["engines"] == list(ENGINES)
+    for name, entry in manifest["variants"].items():
+        assert entry["failure"], name
+        assert list(entry["expect"]) == list(ENGINES), name
+        for engine, e in entry["expect"].items():
+            assert e["verdict"] in VERDICTS, (name, engine)
+            assert set(e["codes"]) <= set(CODES), (name, engine)
+            assert (e["verdict"] == "load_error") <= bool(e["codes"]), (name, engine)
+        assert set(entry["expect_global_codes"]) <= set(CODES), name
+
+
+def test_readme_has_a_row_per_draft():
+    text = (DRAFTS / "README.md").read_text(encoding="utf-8")
+    for name in DRAFT_DIRS:
+        assert f"| `{name}/` |" in text
