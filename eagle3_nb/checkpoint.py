@@ -76,6 +76,27 @@ class Checkpoint:
             raise KeyError(name)
         return self._pickled[name]
 
+    def read_array(self, name: str, max_bytes: int = 256 << 20):
+        """One (small) tensor as a numpy array; bf16/fp8 widened to float32. Explicit reads only:
+        opening a checkpoint never touches tensor data."""
+        import numpy as np
+
+        info = self.tensors[name]
+        if info.nbytes > max_bytes:
+            raise CheckpointError(f"tensor {name!r} is {info.nbytes} bytes, over the "
+                                  f"{max_bytes}-byte limit for a direct read", info.file,
+                                  "this read is meant for small tables such as d2t/t2d")
+        if self.format == "pickle":
+            tensor = self.pickled_tensor(name)
+            if str(tensor.dtype) in ("torch.bfloat16", "torch.float8_e4m3fn", "torch.float8_e5m2"):
+                tensor = tensor.float()
+            return tensor.detach().cpu().numpy().copy()
+        from .safetensors_io import iter_chunks
+
+        parts = [chunk.copy() for chunk in iter_chunks(self.path / info.file, info)]
+        flat = np.concatenate(parts) if parts else np.zeros(0)
+        return flat.reshape(info.shape)
+
     def hash_files(self) -> dict[str, str]:
         """sha256 of config.json and every weight file. Explicit: never done on open."""
         names = ["config.json"] + self.weight_files

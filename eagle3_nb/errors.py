@@ -47,3 +47,11 @@ class EngineSpecError(Eagle3NbError):
 
 class OutputExistsError(Eagle3NbError):
     """A destination that must be new already exists."""
+
+
+class ConversionError(Eagle3NbError):
+    """A conversion that cannot be done, or failed while writing; nothing was written."""
+
+
+class VerificationError(ConversionError):
+    """The written copy does not prove equal to the source; it was removed."""

@@ -32,6 +32,7 @@ class Inspection:
     schema: list[SchemaRow]
     stats: Any | None            # stats.StatsResult when statistics were scanned
     global_findings: list[Finding]
+    vocab: Any | None = None     # vocab.VocabMapping when tensor data was read
 
     @property
     def findings(self) -> list[Finding]:
@@ -65,6 +66,10 @@ class Inspection:
                         for t in ckpt.tensors.values()],
             "schema": [_schema_row_json(r) for r in self.schema],
             "stats": None if self.stats is None else self.stats.to_json(),
+            "vocab": None if self.vocab is None else {
+                "format": self.vocab.format, "evidence": self.vocab.evidence,
+                "problems": self.vocab.problems, "t2d_agrees": self.vocab.t2d_agrees,
+                "engines": self.vocab.engine_view(p.profile for p in self.plans)},
             "engines": [p.to_json(extra_errors=global_errors) for p in self.plans],
             "findings": [f.to_json() for f in self.findings],
         }
@@ -81,13 +86,18 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     plans = [plan_load(p, cfg, shapes, target) for p in profiles]
     schema = schema_diff(cfg, shapes)
     findings = checkpoint_findings(ckpt, cfg, schema)
-    stats_result = None
-    if stats:
+    stats_result = vocab = None
+    if stats:  # the only steps that read tensor data
         from .stats import scan_stats, stats_findings
+        from .vocab import VocabMapping
         stats_result = scan_stats(ckpt, stats_budget)
         findings += stats_findings(stats_result, ckpt)
+        vocab = VocabMapping.from_checkpoint(ckpt, cfg)
+        findings += vocab.findings()
+    else:
+        findings += _vocab_presence_findings(ckpt, cfg)
     return Inspection(ckpt, cfg, detect_layout(list(shapes)), target, plans, schema,
-                      stats_result, findings)
+                      stats_result, findings, vocab)
 
 
 def load_target_info(target_config: str | Path) -> TargetInfo:
@@ -122,7 +132,6 @@ def checkpoint_findings(ckpt: Checkpoint, cfg: DraftConfig, schema: list[SchemaR
                                                "expected": list(r.expected_shape)}
                             for r in mismatched}))
     out += _aux_count_findings(ckpt, cfg)
-    out += _vocab_presence_findings(ckpt, cfg)
     return out
 
 
@@ -140,6 +149,7 @@ def _aux_count_findings(ckpt: Checkpoint, cfg: DraftConfig) -> list[Finding]:
 
 
 def _vocab_presence_findings(ckpt: Checkpoint, cfg: DraftConfig) -> list[Finding]:
+    """Header-only vocab check (--no-stats): the full one reads d2t/t2d (eagle3_nb.vocab)."""
     names = {split_key(n).canonical for n in ckpt.tensors}
     if cfg.pruned_vocab and "d2t" not in names:
         return [Finding("D2T_MISSING", ERROR, f"draft vocab {cfg.Vd} < target vocab "

@@ -68,6 +68,9 @@ class EngineProfile:
     target_hidden_null_breaks_fc: bool
     missing_draft_vocab_error: str | None
     context_error: str | None         # startup error when the target context exceeds the draft's
+    # target_id = draft_id + d2t[draft_id] in every engine read so far; without d2t, draft id i
+    # is used as target id i (sglang hot_token_id None; vLLM zero-initialised offsets)
+    d2t_reading: str = "offsets"
     cites: dict[str, str] = field(default_factory=dict)
 
     @property

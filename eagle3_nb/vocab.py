@@ -1,0 +1,351 @@
+"""VocabMapping: d2t / t2d semantics, validation, format detection with evidence, building from
+token counts, coverage. Never guesses: when both readings of a table fit and nothing decides, the
+answer is "ambiguous" with what each reading maps to.
+
+Facts (DOMAIN.md "d2t"): d2t [Vd] int64 holds offsets, target_id = i + d2t[i]; t2d [Vt] bool marks
+the kept target ids; trainers (SafeAILab cnets.py scandata, SpecForge process_token_dict_to_mappings,
+speculators build_vocab_mappings_from_distribution) take the Vd most frequent loss-masked ids,
+sort them ascending and store offsets, so d2t is non-decreasing and arange(Vd) + d2t == nonzero(t2d).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from .errors import CheckpointError, Eagle3NbError
+from .findings import ERROR, WARNING, Finding
+
+OFFSET, ABSOLUTE, MISSING, IDENTITY, AMBIGUOUS, INVALID = (
+    "offset", "absolute", "missing", "identity", "ambiguous", "invalid")
+LOW_COVERAGE = 0.85   # below this share of target tokens in the draft vocab, warn
+_SHOW = 8             # offending indices spelled out in evidence
+
+
+@dataclass
+class Reading:
+    """One interpretation of the stored table: the target id each draft id maps to."""
+    name: str                      # "offsets" | "absolute"
+    ids: np.ndarray                # int64 [Vd]
+    n_out_of_range: int
+    out_of_range: list[int]        # first offending draft ids
+    n_duplicates: int              # draft ids whose target id repeats an earlier one
+    duplicates: list[int]
+    increasing: bool               # strictly increasing (what a sorted top-Vd list gives)
+    matches_t2d: bool | None       # None without t2d
+
+    @property
+    def valid(self) -> bool:
+        return self.n_out_of_range == 0 and self.n_duplicates == 0
+
+
+@dataclass
+class VocabMapping:
+    draft_vocab_size: int
+    vocab_size: int
+    d2t: np.ndarray | None
+    t2d: np.ndarray | None
+    source: str = "checkpoint"
+    format: str = ""
+    evidence: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    readings: dict[str, Reading] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.format = self._detect()
+
+    # --- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_checkpoint(cls, ckpt, cfg) -> "VocabMapping":
+        from .layouts import split_key
+
+        names = {split_key(n).canonical: n for n in ckpt.tensors}
+        d2t = ckpt.read_array(names["d2t"]) if "d2t" in names else None
+        t2d = ckpt.read_array(names["t2d"]) if "t2d" in names else None
+        return cls(cfg.Vd, cfg.vocab_size, d2t, t2d, str(ckpt.path))
+
+    @classmethod
+    def from_file(cls, path: str | Path, draft_vocab_size: int | None = None,
+                  vocab_size: int | None = None) -> "VocabMapping":
+        """A SpecForge `vocab_mapping/*.pt` / SafeAILab `cache.pt` ({"d2t", "t2d"}, loaded with
+        weights_only=True) or a directory with speculators' `d2t.npy` / `t2d.npy`."""
+        d2t, t2d = _read_mapping_file(Path(path))
+        vd = draft_vocab_size or (len(d2t) if d2t is not None else None)
+        vt = vocab_size or (len(t2d) if t2d is not None else None)
+        if vd is None or vt is None:
+            raise Eagle3NbError("cannot tell the vocab sizes from this file alone", str(path),
+                                "pass draft_vocab_size and vocab_size")
+        return cls(vd, vt, d2t, t2d, str(path))
+
+    # --- detection ---------------------------------------------------------------------------
+    def _detect(self) -> str:
+        Vd, Vt = self.draft_vocab_size, self.vocab_size
+        if self.d2t is None:
+            return self._detect_without_d2t()
+        if not self._check_table():
+            return INVALID
+        if self.t2d is not None:
+            self._check_t2d()
+        self.readings = {"offsets": self._reading("offsets", np.arange(Vd) + self.d2t),
+                         "absolute": self._reading("absolute", self.d2t.copy())}
+        if Vd == Vt and not self.d2t.any():
+            self.evidence.append(f"draft vocab == target vocab ({Vt}) and d2t is all zeros: "
+                                 "the identity mapping")
+            return IDENTITY
+        return self._decide()
+
+    def _detect_without_d2t(self) -> str:
+        if self.draft_vocab_size == self.vocab_size:
+            self.evidence.append(f"no d2t and draft vocab == target vocab ({self.vocab_size}): "
+                                 "draft ids are target ids")
+            return IDENTITY
+        self.evidence.append(f"no d2t but draft vocab {self.draft_vocab_size} < target vocab "
+                             f"{self.vocab_size}: every engine will use draft id i as target id i")
+        if self.t2d is not None:
+            self.evidence.append("t2d is present, and no engine reads it: d2t can be rebuilt "
+                                 "from it (eagle3-nb convert --fix-d2t)")
+        return MISSING
+
+    def _check_table(self) -> bool:
+        d2t, Vd = self.d2t, self.draft_vocab_size
+        if d2t.ndim != 1:
+            self.problems.append(f"d2t has shape {list(d2t.shape)}, expected [{Vd}]")
+            return False
+        if not np.issubdtype(d2t.dtype, np.integer):
+            self.problems.append(f"d2t has dtype {d2t.dtype}; engines index with it, it must be "
+                                 "an integer tensor (int64)")
+            return False
+        if len(d2t) != Vd:
+            self.problems.append(f"d2t has {len(d2t)} entries, draft_vocab_size is {Vd}")
+            return False
+        if d2t.dtype != np.int64:
+            self.evidence.append(f"d2t is {d2t.dtype}; trainers write int64 (engines cast it)")
+        self.d2t = d2t.astype(np.int64)
+        return True
+
+    def _check_t2d(self) -> None:
+        t2d, Vt, Vd = self.t2d, self.vocab_size, self.draft_vocab_size
+        if t2d.ndim != 1 or len(t2d) != Vt:
+            self.problems.append(f"t2d has shape {list(t2d.shape)}, expected [{Vt}]")
+            self.t2d = None
+            return
+        if t2d.dtype != np.bool_:
+            self.evidence.append(f"t2d is {t2d.dtype}, not bool; read as nonzero entries")
+            self.t2d = t2d != 0
+        if int(self.t2d.sum()) != Vd:
+            self.problems.append(f"t2d marks {int(self.t2d.sum())} target ids, draft vocab is {Vd}")
+
+    def _reading(self, name: str, ids: np.ndarray) -> Reading:
+        bad = np.flatnonzero((ids < 0) | (ids >= self.vocab_size))
+        _, first = np.unique(ids, return_index=True)
+        dup = np.setdiff1d(np.arange(len(ids)), first)
+        match = None if self.t2d is None else bool(
+            len(ids) == int(self.t2d.sum()) and np.array_equal(np.sort(ids), np.flatnonzero(self.t2d)))
+        return Reading(name, ids, len(bad), bad[:_SHOW].tolist(), len(dup), dup[:_SHOW].tolist(),
+                       bool(np.all(np.diff(ids) > 0)), match)
+
+    def _decide(self) -> str:
+        off, ab = self.readings["offsets"], self.readings["absolute"]
+        self.evidence.append(self._describe(off))
+        self.evidence.append(self._describe(ab))
+        if self.t2d is not None:
+            return self._decide_by_t2d(off, ab)
+        if off.valid and ab.valid:
+            self.evidence.append("no t2d to decide, and both readings are valid tables: "
+                                 "trainers always write offsets, but nothing in the file proves it")
+            return AMBIGUOUS
+        if off.valid:
+            return OFFSET
+        if ab.valid:
+            return ABSOLUTE
+        return INVALID
+
+    def _decide_by_t2d(self, off: Reading, ab: Reading) -> str:
+        if off.matches_t2d:
+            self.evidence.append("as offsets, the ids equal nonzero(t2d): offsets (correct)")
+            return OFFSET
+        if ab.matches_t2d:
+            self.evidence.append("as absolute ids, d2t equals nonzero(t2d): absolute ids were "
+                                 "stored where offsets belong")
+            return ABSOLUTE
+        self.problems.append("neither reading agrees with t2d")
+        return OFFSET if off.valid else (ABSOLUTE if ab.valid else INVALID)
+
+    def _describe(self, r: Reading) -> str:
+        parts = [f"as {r.name}: ids {_span(r.ids)}"]
+        parts.append("strictly increasing" if r.increasing else "not strictly increasing")
+        if r.n_out_of_range:
+            parts.append(f"{r.n_out_of_range} ids outside [0, {self.vocab_size}) "
+                         f"(draft ids {r.out_of_range}...)")
+        if r.n_duplicates:
+            parts.append(f"{r.n_duplicates} repeated targets (draft ids {r.duplicates}...)")
+        if r.matches_t2d is not None:
+            parts.append("equals nonzero(t2d)" if r.matches_t2d else "differs from nonzero(t2d)")
+        return ", ".join(parts)
+
+    # --- answers -----------------------------------------------------------------------------
+    @property
+    def intended_ids(self) -> np.ndarray | None:
+        """Target id per draft id as the trainer meant it; None when that cannot be known."""
+        if self.format == OFFSET or (self.format == IDENTITY and self.d2t is not None):
+            return self.readings["offsets"].ids if self.readings else np.arange(self.draft_vocab_size)
+        if self.format == ABSOLUTE:
+            return self.readings["absolute"].ids
+        if self.format == IDENTITY:
+            return np.arange(self.draft_vocab_size)
+        return None
+
+    def engine_ids(self, profile) -> np.ndarray:
+        """Target id per draft id as the engine computes it from the stored table."""
+        if self.d2t is None:
+            return np.arange(self.draft_vocab_size)
+        return self.readings["offsets"].ids if profile.d2t_reading == "offsets" else self.d2t
+
+    def engine_view(self, profiles: Iterable) -> list[dict[str, Any]]:
+        intended = self.intended_ids
+        rows = []
+        for p in profiles:
+            ids = self.engine_ids(p)
+            out = int(((ids < 0) | (ids >= self.vocab_size)).sum())
+            n_wrong = None if intended is None else int((ids != intended).sum())
+            rows.append({"engine": p.name, "version": p.version, "profile": p.key,
+                         "param": p.d2t_param, "n_out_of_range": out,
+                         "n_duplicates": int(len(ids) - len(np.unique(ids))), "n_wrong": n_wrong})
+        return rows
+
+    @property
+    def t2d_agrees(self) -> bool | None:
+        if self.t2d is None or not self.readings:
+            return None
+        return bool(self.readings["offsets"].matches_t2d)
+
+    def valid(self, profiles: Iterable) -> bool | None:
+        if self.format == AMBIGUOUS:
+            return None
+        if self.format in (MISSING, INVALID):
+            return False
+        view = self.engine_view(profiles)
+        return all(r["n_wrong"] == 0 and r["n_out_of_range"] == 0 for r in view)
+
+    def findings(self) -> list[Finding]:
+        ev = {"format": self.format, "evidence": self.evidence, "problems": self.problems}
+        fmt = self.format
+        out: list[Finding] = []
+        if fmt == MISSING:
+            out.append(Finding("D2T_MISSING", ERROR, f"draft vocab {self.draft_vocab_size} < "
+                               f"target vocab {self.vocab_size} but there is no d2t: every engine "
+                               "maps draft id i to target id i (silent garbage). Rebuild it from "
+                               "t2d or the training token counts", ev))
+        elif fmt == ABSOLUTE:
+            out.append(Finding("D2T_ABSOLUTE", ERROR, "d2t holds absolute target ids, engines add "
+                               "arange to it (hot_token_id = d2t + arange): draft id i becomes "
+                               "target id i + d2t[i]. Fix with eagle3-nb convert SRC DST --fix-d2t", ev))
+        elif fmt == AMBIGUOUS:
+            out.append(Finding("D2T_AMBIGUOUS", WARNING, "d2t reads as valid offsets and as valid "
+                               "absolute ids and there is no t2d to decide; trainers write offsets. "
+                               "Check a few draft ids against the tokenizer before changing anything", ev))
+        elif fmt == INVALID or (fmt == OFFSET and not self.readings["offsets"].valid):
+            out.append(Finding("D2T_INVALID", ERROR, "d2t is not a usable table: "
+                               + "; ".join(self.problems or [self._describe(self.readings["offsets"])]), ev))
+        if self.t2d is not None and fmt in (OFFSET, IDENTITY) and self.t2d_agrees is False:
+            out.append(Finding("T2D_MISMATCH", WARNING, "t2d disagrees with d2t (engines ignore t2d, "
+                               "training used it to mask targets): " + "; ".join(self.problems), ev))
+        return out
+
+
+def _span(ids: np.ndarray) -> str:
+    if len(ids) <= 6:
+        return str(ids.tolist())
+    return f"[{', '.join(map(str, ids[:3].tolist()))}, ..., {', '.join(map(str, ids[-3:].tolist()))}]"
+
+
+def _read_mapping_file(path: Path) -> tuple[np.ndarray | None, np.ndarray | None]:
+    if path.is_dir():
+        d2t, t2d = path / "d2t.npy", path / "t2d.npy"
+        if not d2t.exists() and not t2d.exists():
+            raise CheckpointError("no d2t.npy / t2d.npy here", str(path),
+                                  "pass a vocab mapping .pt file or a directory with the .npy files")
+        return (np.load(d2t, allow_pickle=False) if d2t.exists() else None,
+                np.load(t2d, allow_pickle=False) if t2d.exists() else None)
+    if path.suffix == ".npy":
+        return np.load(path, allow_pickle=False), None
+    return _read_torch_mapping(path)
+
+
+def _read_torch_mapping(path: Path):
+    import pickle
+
+    import torch
+
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise CheckpointError("the file needs more than plain tensors to unpickle", str(path),
+                              "the kit loads pickles with weights_only=True only") from None
+    except (RuntimeError, OSError, EOFError) as exc:
+        raise CheckpointError(f"cannot read it ({str(exc).splitlines()[0]})", str(path),
+                              "pass a torch.save'd {'d2t', 't2d'} dict") from None
+    if not isinstance(obj, dict) or "d2t" not in obj and "t2d" not in obj:
+        raise CheckpointError("not a {'d2t', 't2d'} dict", str(path),
+                              "pass the vocab mapping file the trainer cached")
+    return tuple(obj[k].numpy() if k in obj else None for k in ("d2t", "t2d"))
+
+
+# --- building and coverage ---------------------------------------------------------------------
+
+def count_tokens(sequences: Iterable[Iterable[int]], loss_masks: Iterable[Iterable[int]] | None = None,
+                 vocab_size: int | None = None) -> np.ndarray:
+    """Token counts over target ids, only where loss_mask == 1 (as trainers count)."""
+    size = vocab_size or 0
+    counts = np.zeros(size, dtype=np.int64)
+    masks = iter(loss_masks) if loss_masks is not None else None
+    for seq in sequences:
+        ids = np.asarray(list(seq), dtype=np.int64)
+        if masks is not None:
+            ids = ids[np.asarray(list(next(masks)), dtype=bool)]
+        if ids.size and ids.max() >= len(counts):
+            counts = np.pad(counts, (0, int(ids.max()) + 1 - len(counts)))
+        if ids.size and ids.min() < 0:
+            raise Eagle3NbError("negative token id in the corpus", None, "check the corpus file")
+        counts += np.bincount(ids, minlength=len(counts))[: len(counts)]
+    return counts
+
+
+def build_from_counts(counts, draft_vocab_size: int, vocab_size: int) -> VocabMapping:
+    """Top-Vd ids by (count desc, id asc), padded with the lowest unseen ids when fewer were
+    seen (SpecForge PR #76), sorted ascending, stored as offsets."""
+    counts = np.zeros(vocab_size, np.int64) if counts is None else np.asarray(counts, np.int64)
+    if len(counts) > vocab_size:
+        raise Eagle3NbError(f"counts cover {len(counts)} ids, more than vocab_size {vocab_size}",
+                            None, "pass the target vocab size")
+    if draft_vocab_size > vocab_size:
+        raise Eagle3NbError("draft_vocab_size exceeds vocab_size", None, "check the sizes")
+    full = np.zeros(vocab_size, np.int64)
+    full[: len(counts)] = counts
+    order = np.lexsort((np.arange(vocab_size), -full))  # count desc, then id asc
+    ids = np.sort(order[:draft_vocab_size])
+    t2d = np.zeros(vocab_size, dtype=bool)
+    t2d[ids] = True
+    return VocabMapping(draft_vocab_size, vocab_size, ids - np.arange(draft_vocab_size), t2d,
+                        "built from counts")
+
+
+def coverage(ids: np.ndarray | None, counts: np.ndarray) -> float | None:
+    """Share of the counted target tokens that lie inside the draft vocab: the ceiling on
+    per-token acceptance."""
+    total = int(counts.sum())
+    if ids is None or total == 0:
+        return None
+    inside = ids[(ids >= 0) & (ids < len(counts))]
+    return float(counts[np.unique(inside)].sum()) / total
+
+
+def coverage_finding(value: float | None, threshold: float = LOW_COVERAGE) -> list[Finding]:
+    if value is None or value >= threshold:
+        return []
+    return [Finding("LOW_VOCAB_COVERAGE", WARNING, f"only {value:.1%} of the corpus's target "
+                    f"tokens are in the draft vocab: at most that share can ever be accepted. "
+                    "Rebuild d2t from counts on data like what you serve", {"coverage": value})]
