@@ -46,8 +46,20 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--to", choices=["eagle", "speculators"])
     conv.add_argument("--engine", metavar="NAME==VERSION",
                       help="pick the layout this engine version loads")
+    conv.add_argument("--fix-d2t", action="store_true",
+                      help="rewrite d2t as offsets, only when the evidence decides (never on a guess)")
     conv.add_argument("--json", action="store_true")
     conv.set_defaults(func=cmd_convert)
+
+    voc = sub.add_parser("vocab", help="is the d2t/t2d vocabulary mapping right?")
+    voc.add_argument("path", help="draft checkpoint directory")
+    voc.add_argument("--tokenizer", metavar="TOKENIZER_JSON_OR_DIR",
+                     help="the target's tokenizer.json, to show token strings and read text corpora")
+    voc.add_argument("--corpus", metavar="FILE",
+                     help="JSON Lines (input_ids [+loss_mask], or text) or plain text: coverage")
+    voc.add_argument("--engine", action="append", metavar="NAME==VERSION")
+    voc.add_argument("--json", action="store_true")
+    voc.set_defaults(func=cmd_vocab)
 
     eng = sub.add_parser("engines", help="list the engine profiles and the versions they cover")
     eng.set_defaults(func=cmd_engines)
@@ -84,7 +96,8 @@ def cmd_convert(args) -> int:
     from .convert import convert_checkpoint
     from .inspection import inspect_checkpoint
 
-    result = convert_checkpoint(args.src, args.dst, to=args.to, engine=args.engine)
+    result = convert_checkpoint(args.src, args.dst, to=args.to, engine=args.engine,
+                                fix_d2t=args.fix_d2t)
     after = inspect_checkpoint(result.dst, [args.engine] if args.engine else None, stats=False)
     summary = {"dst": str(result.dst), "verified": result.verified, "renames": result.renames,
                "config_changes": result.config_changes, "warnings": result.warnings,
@@ -100,6 +113,19 @@ def cmd_convert(args) -> int:
         for profile, verdict in summary["inspect"].items():
             print(f"  {profile:<16} {verdict}")
     return EXIT_OK if result.verified else EXIT_FINDINGS
+
+
+def cmd_vocab(args) -> int:
+    from .inspection import check_vocab
+
+    data = check_vocab(args.path, args.tokenizer, args.corpus, args.engine)
+    if args.json:
+        json.dump(data, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        from .viz.text import vocab_text
+        print(vocab_text(data))
+    return EXIT_FINDINGS if any(f["severity"] == "error" for f in data["findings"]) else EXIT_OK
 
 
 def cmd_engines(args) -> int:

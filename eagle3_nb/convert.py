@@ -24,17 +24,15 @@ On any failure the temporary directory is removed and nothing is left behind. Ch
 (`*.py`, `auto_map`) is never copied or written. Files other than config.json and the weights are
 not copied either; they are listed in the warnings and the provenance.
 
-Choosing the target: `to="eagle"` or `to="speculators"`; or, with `to=None`, an engine:
+Choosing the target: `to="eagle"` or `to="speculators"`; or, with `to=None`, an engine
+`NAME==VERSION`, resolved to its profile (eagle3_nb.engines): a profile that builds only
+`model.midlayer.*` gets `midlayer.*` keys, one that reads a single config dialect gets that
+dialect, and everything else keeps its layout (wrapper prefixes are always stripped). When both
+`to` and `engine` are given, `to` decides and the engine is only recorded.
 
-    sglang==X, X < 0.5.16   eagle: `midlayer.*` keys, flat config (these releases load
-                            `model.midlayer.*` only and read only flat configs)
-    sglang==X, X >= 0.5.16  `layers.N.*` keys with a flat config (these releases load
-                            `layers.N.*`, rename `midlayer` themselves, read only flat configs)
-    vllm==X                 keep the key layout and the config dialect (vLLM 0.33 reads both);
-                            only wrapper prefixes are stripped (vLLM refuses `model.`-prefixed
-                            keys) and legacy names canonicalised. No version check beyond the name.
-
-When both `to` and `engine` are given, `to` decides and the engine is only recorded.
+`fix_d2t=True` rewrites d2t as offsets, and only when the evidence decides (eagle3_nb.vocab):
+absolute ids proven by t2d, or a missing d2t rebuilt from t2d. A table that is already offsets,
+ambiguous or invalid is refused: the kit never "repairs" on a guess.
 """
 
 from __future__ import annotations
@@ -55,15 +53,13 @@ from typing import Any
 from .checkpoint import INDEX_NAME, Checkpoint, read_json, sha256_file
 from .config import NORM_FLAGS, DraftConfig, parse_config
 from .engines.planner import trained_aux_indices
-from .engines.profile import parse_version
-from .errors import (ConversionError, Eagle3NbError, EngineSpecError, OutputExistsError,
-                     VerificationError)
+from .engines import resolve_engine
+from .errors import ConversionError, Eagle3NbError, OutputExistsError, VerificationError
 from .layouts import detect_layout, layer_index, split_key
 from .safetensors_io import DTYPES, TensorInfo, read_header
 
 PROVENANCE_NAME = "eagle3_nb_provenance.json"
 COPY_CHUNK_BYTES = 16 << 20          # bounded read size when copying / hashing tensor data
-SGLANG_LAYERS_SINCE = (0, 5, 16)     # SGLang >= 0.5.16 loads layers.N.* (sglang-serving.md)
 FLAT_ARCH = "LlamaForCausalLMEagle3"
 SPECULATORS_ARCH = "Eagle3DraftModel"
 
@@ -159,7 +155,7 @@ class ConversionResult:
 # target selection
 
 
-def resolve_target(to: str | None, engine: str | None) -> Target:
+def resolve_target(to: str | None, engine: str | None, fix_d2t: bool = False) -> Target:
     """Turn `to` / `engine` into what the output's keys and config look like (module docstring)."""
     if to is not None:
         choice = str(to).strip().lower()
@@ -171,29 +167,24 @@ def resolve_target(to: str | None, engine: str | None) -> Target:
                                                    "(layers.N.* keys, nested speculators config)")
         raise ConversionError(f"unknown target format {to!r}", "--to",
                               "use 'eagle' (SGLang/SpecForge) or 'speculators' (vLLM)")
+    if engine is None and fix_d2t:
+        return Target("keep", "keep", "--fix-d2t only: layout and config dialect kept")
     if engine is None:
         raise ConversionError("no target given", "convert",
                               "pass --to eagle|speculators, or --engine sglang==X / vllm==X "
                               "to convert for that engine")
-    name, sep, version = str(engine).partition("==")
-    name = name.strip().lower()
-    if not sep or not version.strip():
-        raise EngineSpecError(f"engine {engine!r} is not NAME==VERSION", "--engine",
-                              "for example sglang==0.5.9 or vllm==0.33")
-    v = parse_version(version)
-    if name == "sglang":
-        if v < SGLANG_LAYERS_SINCE:
-            return Target("midlayer", "flat",
-                          f"sglang {version.strip()} (< 0.5.16) loads model.midlayer.* only and "
-                          "reads only flat configs")
-        return Target("layers", "flat",
-                      f"sglang {version.strip()} (>= 0.5.16) loads layers.N.* (it renames "
-                      "midlayer itself) and reads only flat configs")
-    if name == "vllm":
-        return Target("keep", "keep",
-                      f"vllm {version.strip()} reads both key layouts and both config dialects: "
-                      "layout kept, wrapper prefixes stripped (vLLM refuses model.-prefixed keys)")
-    raise EngineSpecError(f"unknown engine {name!r}", "--engine", "use sglang==X or vllm==X")
+    return _target_for_engine(resolve_engine(engine))
+
+
+def _target_for_engine(profile) -> Target:
+    """The layout a profile loads, read from its data: the decoder parameter names it builds
+    and the config dialects it starts from."""
+    keys = "keep" if "{i}" in profile.decoder_param else "midlayer"
+    config = "keep" if len(profile.dialects) > 1 else next(iter(profile.dialects))
+    what = ("model.midlayer.* only" if keys == "midlayer" else "both key layouts")
+    dialects = " and ".join(sorted(profile.dialects))
+    return Target(keys, config, f"{profile.key} loads {what} and reads {dialects} configs: "
+                                "wrapper prefixes stripped")
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,6 +197,7 @@ class _Entry:
     new: str
     info: TensorInfo      # source tensor (file relative to the source dir)
     out_file: str         # output file name relative to DST
+    data: bytes | None = None   # replacement bytes (--fix-d2t); None: the source's bytes
 
 
 def _new_name(original: str, target: Target, warnings: list[str]) -> str:
@@ -587,6 +579,10 @@ def _write_safetensors_copy(ckpt: Checkpoint, entries: list[_Entry], out_path: P
         with open(out_path, "xb") as out:
             out.write(_header_bytes([(e.new, e.info) for e in items], metadata))
             for e in items:
+                if e.data is not None:
+                    out.write(e.data)
+                    hashes[e.new] = hashlib.sha256(e.data).hexdigest()
+                    continue
                 fh = handles.get(e.info.file)
                 if fh is None:
                     fh = handles[e.info.file] = open(ckpt.file_path(e.info.file), "rb")
@@ -611,8 +607,13 @@ def _write_pickle_as_safetensors(ckpt: Checkpoint, entries: list[_Entry], out_pa
     from safetensors.torch import save_file
 
     tensors, hashes = {}, {}
+    import torch
+
     for e in entries:
-        t = ckpt.pickled_tensor(e.old).detach().contiguous().clone()  # clone: no shared storage
+        if e.data is not None:
+            t = torch.frombuffer(bytearray(e.data), dtype=torch.int64)
+        else:
+            t = ckpt.pickled_tensor(e.old).detach().contiguous().clone()  # no shared storage
         tensors[e.new] = t
         hashes[e.new] = hashlib.sha256(_tensor_bytes(t)).hexdigest()
     save_file(tensors, str(out_path), metadata={"format": "pt"})
@@ -712,6 +713,49 @@ def _verify(tmp: Path, ckpt: Checkpoint, entries: list[_Entry], src_hashes: dict
 
 
 # --------------------------------------------------------------------------------------------
+# d2t repair (only on decisive evidence)
+
+
+def _fix_d2t(ckpt: Checkpoint, cfg: DraftConfig, entries: list[_Entry]
+             ) -> tuple[list[_Entry], dict[str, Any]]:
+    import numpy as np
+
+    from .vocab import ABSOLUTE, MISSING, VocabMapping
+
+    mapping = VocabMapping.from_checkpoint(ckpt, cfg)
+    evidence = mapping.evidence + mapping.problems
+    if mapping.format == ABSOLUTE:
+        ids = mapping.readings["absolute"].ids
+    elif mapping.format == MISSING and mapping.t2d is not None and int(mapping.t2d.sum()) == cfg.Vd:
+        ids = np.flatnonzero(mapping.t2d)
+    else:
+        raise ConversionError(f"--fix-d2t refused: the table reads as {mapping.format!r}, not as "
+                              "something the evidence lets the kit repair (" + "; ".join(evidence)
+                              + ")", str(ckpt.path),
+                              "a correct offset table needs no fix; an ambiguous one needs a "
+                              "person to check token ids (eagle3-nb vocab PATH --tokenizer ...)")
+    data = (ids - np.arange(cfg.Vd)).astype("<i8").tobytes()
+    old = next((e for e in entries if e.new == "d2t"), None)
+    near = old or next((e for e in entries if e.new == "t2d"), entries[0])
+    info = TensorInfo("d2t", "I64", (cfg.Vd,), near.out_file, -1, len(data))
+    fixed = _Entry(old.old if old else "", "d2t", info, near.out_file, data)
+    rest = [e for e in entries if e is not old]
+    return rest + [fixed], {"before": mapping.format, "evidence": evidence,
+                            "rule": "d2t = target_ids - arange(draft_vocab_size)"}
+
+
+def _revalidate_d2t(tmp: Path) -> dict[str, Any]:
+    from .vocab import OFFSET, VocabMapping
+
+    out = Checkpoint.open(tmp)
+    mapping = VocabMapping.from_checkpoint(out, parse_config(out.config_raw))
+    if mapping.format != OFFSET or not mapping.readings["offsets"].valid:
+        raise VerificationError(f"the repaired d2t reads as {mapping.format}", str(tmp),
+                                "report this as a bug; nothing was written")
+    return {"format": mapping.format, "t2d_agrees": mapping.t2d_agrees}
+
+
+# --------------------------------------------------------------------------------------------
 # destination handling
 
 
@@ -800,15 +844,18 @@ def _kit_version() -> str:
 
 
 def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None,
-                       engine: str | None = None) -> ConversionResult:
+                       engine: str | None = None, fix_d2t: bool = False) -> ConversionResult:
     """Write a converted copy of SRC to the new directory DST and prove it (module docstring)."""
-    target = resolve_target(to, engine)
+    target = resolve_target(to, engine, fix_d2t)
     src_path, dst_path = Path(src), Path(dst)
     dst_abs = _check_destination(dst_path, src_path)
     ckpt = Checkpoint.open(src_path)
     dst_abs = _check_destination(dst_path, ckpt.path)   # again, against the resolved source
     src_cfg = parse_config(ckpt.config_raw, str(ckpt.path / "config.json"))
     entries, key_warnings = _plan_keys(ckpt, target)
+    d2t_fix = None
+    if fix_d2t:
+        entries, d2t_fix = _fix_d2t(ckpt, src_cfg, entries)
     new_config, changes, cfg_warnings = _build_config(ckpt, src_cfg, target, entries)
     warnings = key_warnings + cfg_warnings
     earlier = _earlier_provenance(ckpt, warnings)
@@ -842,6 +889,8 @@ def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, to: str |
         tensor_hashes = _write_weights(ckpt, entries, tmp)
         _write_json(tmp / "config.json", new_config)
         checks = _verify(tmp, ckpt, entries, tensor_hashes, src_cfg, target)
+        if d2t_fix is not None:
+            checks["d2t_after"] = _revalidate_d2t(tmp)
         if not checks["aux_same"]:
             before, after = checks["aux_hidden_states_before"], checks["aux_hidden_states_after"]
             warnings.append(
@@ -859,7 +908,7 @@ def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, to: str |
                                   "stop whatever writes to the source and convert again")
         output_hashes = {p.relative_to(tmp).as_posix(): sha256_file(p)
                          for p in sorted(tmp.rglob("*")) if p.is_file()}
-        renames = {e.old: e.new for e in entries if e.old != e.new}
+        renames = {e.old: e.new for e in entries if e.old and e.old != e.new}
         provenance = {
             "tool": "eagle3_nb", "version": _kit_version(), "operation": "convert",
             "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -880,6 +929,8 @@ def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, to: str |
             "verification": checks,
             "output": {"sha256": output_hashes},
         }
+        if d2t_fix is not None:
+            provenance["d2t_fix"] = d2t_fix
         if earlier is not None:
             provenance["source_provenance"] = earlier   # the chain of earlier conversions
         _write_json(tmp / PROVENANCE_NAME, provenance)

@@ -164,3 +164,39 @@ def _schema_row_json(row: SchemaRow) -> dict[str, Any]:
             "expected_shape": None if row.expected_shape is None else list(row.expected_shape),
             "actual_shape": None if row.actual_shape is None else list(row.actual_shape),
             "status": row.status, "note": row.note}
+
+
+def check_vocab(path: str | Path, tokenizer: str | Path | None = None,
+                corpus: str | Path | None = None, engines: list[str] | None = None) -> dict[str, Any]:
+    """The vocab answer for one checkpoint: format with evidence, validity per engine, coverage."""
+    from .vocab import (VocabMapping, count_tokens, coverage, coverage_finding, load_tokenizer,
+                        read_corpus)
+
+    ckpt = Checkpoint.open(path)
+    cfg = parse_config(ckpt.config_raw, str(ckpt.path / "config.json"))
+    profiles = resolve_engines(engines)
+    mapping = VocabMapping.from_checkpoint(ckpt, cfg)
+    tok = load_tokenizer(tokenizer) if tokenizer else None
+    findings = mapping.findings()
+    cov = None
+    if corpus:
+        seqs, masks = read_corpus(corpus, tok)
+        counts = count_tokens(seqs, masks, cfg.vocab_size)
+        cov = {"intended": coverage(mapping.intended_ids, counts),
+               "as_engines_read_it": coverage(mapping.engine_ids(profiles[0]), counts),
+               "n_tokens": int(counts.sum())}
+        findings += coverage_finding(cov["intended"] if cov["intended"] is not None
+                                     else cov["as_engines_read_it"])
+    offsets = mapping.readings.get("offsets")
+    view = mapping.engine_view(profiles)
+    return {"checkpoint": str(ckpt.path), "format": mapping.format,
+            "valid": mapping.valid(profiles), "draft_vocab_size": cfg.Vd,
+            "target_vocab_size": cfg.vocab_size,
+            "n_out_of_range": offsets.n_out_of_range if offsets else 0,
+            "n_duplicates": offsets.n_duplicates if offsets else 0,
+            "t2d_agrees": mapping.t2d_agrees, "evidence": mapping.evidence,
+            "problems": mapping.problems,
+            "engines": [{k: r[k] for k in ("engine", "version", "profile", "param", "n_wrong",
+                                            "n_out_of_range")} for r in view],
+            "coverage": cov, "findings": [f.to_json() for f in sort_findings(findings)],
+            "tokenizer": str(tokenizer) if tokenizer else None}

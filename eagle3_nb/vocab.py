@@ -349,3 +349,64 @@ def coverage_finding(value: float | None, threshold: float = LOW_COVERAGE) -> li
     return [Finding("LOW_VOCAB_COVERAGE", WARNING, f"only {value:.1%} of the corpus's target "
                     f"tokens are in the draft vocab: at most that share can ever be accepted. "
                     "Rebuild d2t from counts on data like what you serve", {"coverage": value})]
+
+
+# --- corpus and tokenizer input (local files only) ----------------------------------------------
+
+def load_tokenizer(path: str | Path):
+    """An HF `tokenizer.json` (or a directory holding one) through the `tokenizers` package."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "tokenizer.json"
+    if not p.is_file():
+        raise Eagle3NbError("tokenizer.json not found", str(p),
+                            "pass a tokenizer.json file or the directory that holds it")
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(p))
+    except Exception as exc:  # noqa: BLE001 - the Rust error types are not importable
+        raise Eagle3NbError(f"cannot read the tokenizer ({str(exc).splitlines()[0]})", str(p),
+                            "pass an HF tokenizer.json") from None
+
+
+def token_strings(tokenizer, ids: Iterable[int]) -> list[str | None]:
+    return [tokenizer.id_to_token(int(i)) if tokenizer is not None else None for i in ids]
+
+
+def read_corpus(path: str | Path, tokenizer=None) -> tuple[list[list[int]], list[list[int]] | None]:
+    """Token sequences (and loss masks when given) from JSON Lines (`input_ids` [+ `loss_mask`],
+    or `text`/`prompt` with a tokenizer) or a plain text file (with a tokenizer)."""
+    import json
+
+    p = Path(path)
+    if not p.is_file():
+        raise Eagle3NbError("corpus file not found", str(p), "pass a .jsonl or text file")
+    text = p.read_text(encoding="utf-8", errors="replace")
+    if p.suffix not in (".jsonl", ".json"):
+        return [_encode(tokenizer, text, p)], None
+    seqs, masks = [], []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise Eagle3NbError(f"line {n} is not JSON ({exc.msg})", str(p), "fix the line") from None
+        if isinstance(row, dict) and isinstance(row.get("input_ids"), list):
+            seqs.append([int(i) for i in row["input_ids"]])
+            masks.append(row.get("loss_mask") or [1] * len(row["input_ids"]))
+        elif isinstance(row, dict) and isinstance(row.get("text", row.get("prompt")), str):
+            seqs.append(_encode(tokenizer, row.get("text", row.get("prompt")), p))
+            masks.append([1] * len(seqs[-1]))
+        else:
+            raise Eagle3NbError(f"line {n} has neither input_ids nor text/prompt", str(p),
+                                "write one JSON object per line")
+    return seqs, masks
+
+
+def _encode(tokenizer, text: str, where: Path) -> list[int]:
+    if tokenizer is None:
+        raise Eagle3NbError("text in the corpus needs a tokenizer", str(where),
+                            "pass --tokenizer (the target's tokenizer.json)")
+    return tokenizer.encode(text, add_special_tokens=False).ids

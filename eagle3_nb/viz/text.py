@@ -68,3 +68,24 @@ def _engine_list(engines: list[str], n_total: int) -> str:
     if len(engines) == n_total and n_total > 1:
         return "every engine"
     return ", ".join(engines)
+
+
+def vocab_text(data: dict[str, Any]) -> str:
+    valid = {True: "valid for every engine", False: "NOT valid", None: "undecided"}[data["valid"]]
+    lines = [f"checkpoint: {data['checkpoint']}",
+             f"d2t format: {data['format'].upper()} ({valid}); draft vocab "
+             f"{data['draft_vocab_size']} -> target vocab {data['target_vocab_size']}"]
+    lines += [f"  evidence: {e}" for e in data["evidence"]]
+    lines += [f"  problem:  {p}" for p in data["problems"]]
+    for e in data["engines"]:
+        wrong = "unknown" if e["n_wrong"] is None else e["n_wrong"]
+        lines.append(f"  {e['profile']:<16} {e['param']:<22} wrong targets: {wrong}, "
+                     f"out of range: {e['n_out_of_range']}")
+    if data.get("coverage"):
+        cov = data["coverage"]
+        shown = cov["intended"] if cov["intended"] is not None else cov["as_engines_read_it"]
+        lines.append(f"  coverage: {shown:.1%} of {cov['n_tokens']} corpus tokens are in the draft vocab")
+    for f in data["findings"]:
+        lines.extend(textwrap.wrap(f"{SEVERITY_TEXT[f['severity']]:5} {f['code']}: {f['message']}",
+                                   110, initial_indent="  ", subsequent_indent="        "))
+    return "\n".join(lines)
