@@ -724,7 +724,7 @@ def _fix_d2t(ckpt: Checkpoint, cfg: DraftConfig, entries: list[_Entry]
 
     mapping = VocabMapping.from_checkpoint(ckpt, cfg)
     evidence = mapping.evidence + mapping.problems
-    if mapping.format == ABSOLUTE:
+    if mapping.format == ABSOLUTE and not mapping.problems:
         ids = mapping.readings["absolute"].ids
     elif mapping.format == MISSING and mapping.t2d is not None and int(mapping.t2d.sum()) == cfg.Vd:
         ids = np.flatnonzero(mapping.t2d)

@@ -118,6 +118,9 @@ class VocabMapping:
             self.problems.append(f"d2t has dtype {d2t.dtype}; engines index with it, it must be "
                                  "an integer tensor (int64)")
             return False
+        if len(d2t) == 0:
+            self.problems.append("d2t is empty")
+            return False
         if len(d2t) != Vd:
             self.problems.append(f"d2t has {len(d2t)} entries, draft_vocab_size is {Vd}")
             return False
@@ -172,6 +175,8 @@ class VocabMapping:
                                  "stored where offsets belong")
             return ABSOLUTE
         self.problems.append("neither reading agrees with t2d")
+        if off.valid and ab.valid:
+            return AMBIGUOUS
         return OFFSET if off.valid else (ABSOLUTE if ab.valid else INVALID)
 
     def _describe(self, r: Reading) -> str:
