@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from .errors import Eagle3NbError
 
@@ -60,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     voc.add_argument("--engine", action="append", metavar="NAME==VERSION")
     voc.add_argument("--json", action="store_true")
     voc.set_defaults(func=cmd_vocab)
+
+    demo = sub.add_parser("demo", help="run notebook 01 on a bundled broken draft, render HTML")
+    demo.add_argument("--out", default="reports/demo", help="output directory (default reports/demo)")
+    demo.set_defaults(func=cmd_demo)
 
     eng = sub.add_parser("engines", help="list the engine profiles and the versions they cover")
     eng.set_defaults(func=cmd_engines)
@@ -126,6 +131,18 @@ def cmd_vocab(args) -> int:
         from .viz.text import vocab_text
         print(vocab_text(data))
     return EXIT_FINDINGS if any(f["severity"] == "error" for f in data["findings"]) else EXIT_OK
+
+
+def cmd_demo(args) -> int:
+    from .report import run_demo
+
+    print("running notebooks/01_checkpoint_keys.ipynb on data_samples/drafts/layers0-flat ...",
+          flush=True)
+    result = run_demo(Path(args.out))
+    print(f"verdict: {result['verdict_line']}")
+    print(f"report:  {result['html']}")
+    print(f"summary: {result['summary']}")
+    return EXIT_OK
 
 
 def cmd_engines(args) -> int:

@@ -141,21 +141,36 @@ def _check_no_overlap(tensors: dict[str, TensorInfo], rel: str, data_start: int)
 
 
 def iter_chunks(path: Path, info: TensorInfo, chunk_bytes: int = 64 << 20) -> Iterator:
-    """Yield the tensor's values as flat float64/int64/bool numpy arrays, a bounded chunk at a
-    time (mmap, no torch). Float formats numpy lacks (bf16, fp8) are widened to float32."""
+    """Yield the tensor's values as flat numpy arrays, a bounded chunk at a time (mmap, no torch).
+
+    Native dtypes come back as views of the file (float16/float32/int64/bool...); float formats
+    numpy lacks (bf16, fp8) are widened to float32. Each chunk maps only its own window of the
+    file, and the mapping lives exactly as long as the caller holds the chunk: resident memory
+    stays at about one chunk however large the tensor is, and holding on to a chunk is safe.
+    """
     import numpy as np
 
     itemsize = DTYPES[info.dtype][0]
     step = max(itemsize, chunk_bytes - chunk_bytes % itemsize)
+    if info.nbytes == 0:
+        return
+    gran = mmap.ALLOCATIONGRANULARITY
     with open(path, "rb") as fh:
-        if info.nbytes == 0:
-            return
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            for off in range(0, info.nbytes, step):
-                n = min(step, info.nbytes - off)
-                raw = np.frombuffer(mm, dtype=np.uint8, count=n, offset=info.data_start + off)
-                yield decode(raw, info.dtype)
-                del raw
+        for off in range(0, info.nbytes, step):
+            n = min(step, info.nbytes - off)
+            start = info.data_start + off
+            base = start - start % gran
+            try:
+                mm = mmap.mmap(fh.fileno(), start - base + n, access=mmap.ACCESS_READ,
+                               offset=base)
+            except (ValueError, OSError) as exc:
+                raise _bad(info.file, f"tensor {info.name!r}: cannot map bytes {start}.."
+                                      f"{start + n} ({exc})",
+                           "the file changed or was truncated after it was opened") from None
+            raw = np.frombuffer(mm, dtype=np.uint8, count=n, offset=start - base)
+            del mm  # `raw` keeps the window mapped; it is unmapped when the last view goes
+            yield decode(raw, info.dtype)
+            del raw
 
 
 def decode(raw, dtype: str):
@@ -165,8 +180,10 @@ def decode(raw, dtype: str):
     native = DTYPES[dtype][1]
     if native is not None:
         return raw.view(np.dtype(native).newbyteorder("<"))
-    if dtype == "BF16":
-        return (raw.view("<u2").astype(np.uint32) << 16).view(np.float32)
+    if dtype == "BF16":  # bf16 is the top half of a float32; shift in place: one allocation
+        wide = raw.view("<u2").astype(np.uint32)
+        np.left_shift(wide, 16, out=wide)
+        return wide.view(np.float32)
     return _fp8_table(dtype)[raw]
 
 

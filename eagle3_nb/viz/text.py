@@ -11,7 +11,13 @@ SEVERITY_TEXT = {"error": "ERROR", "warning": "warn", "info": "info"}
 
 def inspection_table(data: dict[str, Any], width: int = 110, show_info: bool = True) -> str:
     lines = _header(data) + [""] + _engine_table(data) + [""] + _findings(data, width, show_info)
-    return "\n".join(lines)
+    return printable("\n".join(lines))
+
+
+def printable(text: str) -> str:
+    """Key names and config strings come from untrusted checkpoints: never let them send
+    terminal control sequences."""
+    return "".join(c if c == "\n" or c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
 def _header(data: dict[str, Any]) -> list[str]:
@@ -88,4 +94,4 @@ def vocab_text(data: dict[str, Any]) -> str:
     for f in data["findings"]:
         lines.extend(textwrap.wrap(f"{SEVERITY_TEXT[f['severity']]:5} {f['code']}: {f['message']}",
                                    110, initial_indent="  ", subsequent_indent="        "))
-    return "\n".join(lines)
+    return printable("\n".join(lines))

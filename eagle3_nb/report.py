@@ -1,0 +1,241 @@
+"""Headless runs: papermill executes a notebook, nbconvert renders it to self-contained HTML,
+and each notebook leaves a summary.json next to them.
+
+    run_notebook(NOTEBOOKS / "01_checkpoint_keys.ipynb", Path("out"), {"checkpoint": "my/draft"})
+    render_html(Path("out/01_checkpoint_keys.ipynb"), Path("out/01_checkpoint_keys.html"))
+    run_demo()  # notebook 01 on the bundled layers0-flat sample, into reports/demo
+
+The HTML works offline: plotly.js is embedded once by the notebooks' "notebook" plotly renderer;
+the template's require.js, MathJax and mermaid loaders and plotly's per-figure MathJax
+<script src> tags are dropped; widget state is left out (widgets are dead in static HTML and
+every notebook shows static renders first). papermill, nbconvert and jupyter_client are imported
+lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import Eagle3NbError
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+SAMPLES = REPO / "data_samples"
+PATH_PARAMETERS = ("checkpoint", "target_config", "output_dir")  # resolved against the caller's cwd
+SUMMARY_NAME = "summary.json"
+
+# Every <script src="http(s)://..."></script> that survives in a report would be fetched from the
+# network (and fail offline): plotly's per-figure MathJax loader, mostly.
+_REMOTE_SCRIPT = re.compile(r"""<script\b[^>]*\bsrc\s*=\s*["']https?://[^"']*["'][^>]*>\s*</script>""",
+                            re.IGNORECASE)
+_OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+"""
+
+
+class ReportError(Eagle3NbError):
+    """A notebook run or render that failed; the message names the notebook and the cell."""
+
+
+# ----------------------------------------------------------------------------- parameters
+
+def parse_engines(engine: str | list[str] | None) -> list[str] | None:
+    """A notebook's `engine` parameter -> `inspect_checkpoint(engines=...)`.
+
+    "all", "" or None: every profile. Otherwise comma-separated engines, each NAME==VERSION or,
+    because papermill cannot read a "=" in a parameter's help comment, NAME:VERSION,
+    NAME@VERSION or "NAME VERSION"."""
+    if engine is None:
+        return None
+    items = engine if isinstance(engine, list) else str(engine).split(",")
+    out = []
+    for item in (i.strip() for i in items):
+        if not item or item == "all":
+            continue
+        if "==" not in item:
+            parts = re.split(r"[:@\s]+", item, maxsplit=1)
+            if len(parts) == 2 and parts[1]:
+                item = f"{parts[0]}=={parts[1]}"
+        out.append(item)  # anything else: resolve_engines says what is wrong
+    return out or None
+
+
+# ----------------------------------------------------------------------------- kernel
+
+def resolve_kernel(kernel_name: str | None = None) -> str:
+    """The kernel to run notebooks in: this Python environment's.
+
+    An explicit name other than "python3" is used as given. For "python3" (the default), a
+    kernelspec named python3 that points at another interpreter would shadow this environment
+    (jupyter_client prefers any installed python3 spec over the native one); then the venv's own
+    `eagle3-nb` kernel (installed by `make setup`) is used when it runs this interpreter."""
+    if kernel_name not in (None, "python3"):
+        return kernel_name
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+        ksm = KernelSpecManager()
+        specs = ksm.find_kernel_specs()
+        for name in ("python3", "eagle3-nb"):
+            if name == "python3" and name not in specs:
+                return "python3"  # the native kernel: this interpreter
+            if name in specs and _runs_this_python(ksm.get_kernel_spec(name).argv):
+                return name
+    except Exception:  # noqa: BLE001 - no jupyter_client: let papermill report it
+        pass
+    return "python3"
+
+
+def _runs_this_python(argv: list[str]) -> bool:
+    if not argv:
+        return False
+    exe = argv[0]
+    if exe in ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}"):
+        return True  # jupyter_client rewrites these to sys.executable
+    return Path(exe).parent.absolute() == Path(sys.executable).parent.absolute()
+
+
+# ----------------------------------------------------------------------------- running
+
+def run_notebook(notebook: Path, out_dir: Path, parameters: dict[str, Any] | None = None,
+                 kernel_name: str | None = None, timeout_s: int | None = 600) -> Path:
+    """Execute `notebook` with papermill into `out_dir/<notebook name>` and return that path.
+
+    The kernel's cwd is the notebook's folder (the defaults there are relative to it); path
+    parameters (checkpoint, target_config, output_dir) given relative are resolved against the
+    caller's cwd first. `output_dir` defaults to `out_dir` when the notebook declares it, so its
+    summary.json lands next to the executed notebook."""
+    import papermill as pm
+
+    notebook, out_dir = Path(notebook).resolve(), Path(out_dir).resolve()
+    if not notebook.is_file():
+        raise ReportError("notebook not found", str(notebook), f"notebooks live in {NOTEBOOKS}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    params = dict(parameters or {})
+    declared = notebook_parameters(notebook)
+    if "output_dir" in declared:
+        params.setdefault("output_dir", str(out_dir))
+    for key in PATH_PARAMETERS:
+        value = params.get(key)
+        if isinstance(value, (str, os.PathLike)) and str(value) and not Path(value).is_absolute():
+            params[key] = str(Path(value).resolve())
+        elif isinstance(value, os.PathLike):
+            params[key] = str(value)
+    unknown = sorted(set(params) - set(declared))
+    if unknown:
+        raise ReportError(f"unknown parameter(s) {unknown}", notebook.name,
+                          f"the notebook declares {sorted(declared)}")
+    output = out_dir / notebook.name
+    try:
+        pm.execute_notebook(notebook, output, parameters=params,
+                            kernel_name=resolve_kernel(kernel_name), cwd=str(notebook.parent),
+                            progress_bar=False, log_output=False, execution_timeout=timeout_s)
+    except pm.PapermillExecutionError as exc:
+        raise ReportError(f"cell {exc.exec_count} raised {exc.ename}: {exc.evalue}",
+                          notebook.name, f"the partly executed notebook is {output}") from None
+    return output
+
+
+def notebook_parameters(notebook: Path) -> dict[str, dict[str, Any]]:
+    """papermill's view of the `parameters` cell: name -> {inferred_type_name, default, help}."""
+    import papermill as pm
+
+    return dict(pm.inspect_notebook(str(notebook)))
+
+
+# ----------------------------------------------------------------------------- HTML
+
+def render_html(executed_ipynb: Path, html_path: Path) -> Path:
+    """nbconvert's lab template, without prompts, widget state or any remote <script src>."""
+    import jinja2
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(str(executed_ipynb), as_version=4)
+    nb.metadata.pop("widgets", None)  # dead without a kernel; the static renders carry the content
+    _replace_widget_views(nb)
+    exporter = HTMLExporter(template_name="lab", exclude_input_prompt=True,
+                            exclude_output_prompt=True,
+                            extra_loaders=[jinja2.DictLoader({"eagle3_offline.html.j2":
+                                                              _OFFLINE_TEMPLATE})])
+    exporter.template_file = "eagle3_offline.html.j2"
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {
+        "name": Path(executed_ipynb).stem}})
+    body = _REMOTE_SCRIPT.sub("", body)
+    html_path = Path(html_path)
+    html_path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(html_path, body)
+    return html_path
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_NOTE = ('<div style="color:#656d76;font-style:italic;font-size:12px">interactive widget: '
+               'needs a live kernel (open the notebook in Jupyter); the static views above show '
+               'the same information</div>')
+
+
+def _replace_widget_views(nb) -> None:
+    """A widget's output in a static page is its text repr ("VBox(children=..."): say instead
+    that it needs a kernel."""
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if WIDGET_VIEW in out.get("data", {}):
+                out["data"] = {"text/html": WIDGET_NOTE}
+
+
+# ----------------------------------------------------------------------------- summary.json
+
+def write_summary(output_dir: str | Path, notebook: str, data: dict[str, Any]) -> Path:
+    """Write `output_dir/summary.json`. An inspection's JSON (notebook 01) is digested by
+    `notebook_summary.inspection_summary`; any other dict is written as given, plus its
+    notebook name."""
+    from .notebook_summary import SUMMARY_VERSION, inspection_summary
+
+    if "engines" in data and "tensors" in data and "findings" in data:
+        summary = inspection_summary(data, notebook)
+    else:
+        summary = {"summary_version": SUMMARY_VERSION, "notebook": notebook, **data}
+    path = Path(output_dir) / SUMMARY_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, json.dumps(summary, indent=2, sort_keys=False, default=str) + "\n")
+    return path
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write next to the destination, then rename: readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# ----------------------------------------------------------------------------- demo
+
+def run_demo(out_dir: Path = Path("reports/demo"), kernel_name: str | None = None) -> dict[str, Any]:
+    """Notebook 01 on the bundled layers0-flat draft (the first seed story) with the bundled
+    target config: executed notebook, HTML and summary.json under `out_dir`."""
+    out_dir = Path(out_dir).resolve()
+    notebook = NOTEBOOKS / "01_checkpoint_keys.ipynb"
+    draft = SAMPLES / "drafts" / "layers0-flat"
+    if not draft.is_dir():
+        raise ReportError("bundled sample drafts not found", str(draft),
+                          "run `make samples` (python -m eagle3_nb.samples)")
+    executed = run_notebook(notebook, out_dir, {
+        "checkpoint": str(draft), "engine": "all",
+        "target_config": str(SAMPLES / "target" / "config.json"), "stats": True,
+        "interactive": False, "output_dir": str(out_dir)}, kernel_name=kernel_name)
+    html = render_html(executed, executed.with_suffix(".html"))
+    summary_path = out_dir / SUMMARY_NAME
+    summary = json.loads(summary_path.read_text())
+    return {"html": html, "summary": summary_path, "notebook": executed,
+            "verdict_line": summary["verdict_line"]}

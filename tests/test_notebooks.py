@@ -1,0 +1,272 @@
+"""The notebooks as CI sees them: stored clean, parameters documented, executed headless with
+papermill on the bundled samples (correctness lives in the summary.json each one writes),
+rendered to offline HTML, and run by nbval in lax mode."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import DRAFTS, REPO, TARGET_CONFIG
+
+NOTEBOOKS_DIR = REPO / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+NB01 = NOTEBOOKS_DIR / "01_checkpoint_keys.ipynb"
+MANIFEST = DRAFTS / "manifest.json"
+MAX_CELL_LINES = 12  # "a cell longer than ~10 lines is a missing function"
+NB01_PARAMS = {"checkpoint": "str", "engine": "str", "target_config": "str", "stats": "bool",
+               "interactive": "bool", "plotly_renderer": "str", "output_dir": "str"}
+SAMPLES_01 = ["layers0-flat", "good", "prefix-draft-model", "nan-head"]
+
+ids = [nb.stem for nb in NOTEBOOKS]
+
+
+def _read(nb: Path):
+    return nbformat.read(str(nb), as_version=4)
+
+
+def _parameter_cells(nb) -> list:
+    return [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+
+
+# ----------------------------------------------------------------------------- stored form
+
+def test_there_are_notebooks():
+    assert NB01 in NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_notebook_is_stored_clean_and_thin(path):
+    nb = _read(path)
+    nbformat.validate(nb)
+    assert len(_parameter_cells(nb)) == 1, "exactly one cell tagged `parameters`"
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# "), \
+        "a title cell first"
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+    assert "widgets" not in nb.metadata and "papermill" not in nb.metadata
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        assert cell.outputs == [], f"stored output in: {cell.source[:60]!r}"
+        assert cell.execution_count is None
+        assert "papermill" not in cell.metadata and "execution" not in cell.metadata
+        n = len(cell.source.strip().splitlines())
+        assert n <= MAX_CELL_LINES, f"{n}-line cell (move it into eagle3_nb): {cell.source[:60]!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_every_parameter_has_a_type_and_help(path):
+    import papermill as pm
+
+    params = pm.inspect_notebook(str(path))
+    assert params, "papermill finds no parameters"
+    src = _parameter_cells(_read(path))[0].source
+    assert len(params) == sum(1 for line in src.splitlines() if line.strip()
+                              and not line.strip().startswith("#")), \
+        "papermill skipped a line (a '=' in a help comment?)"
+    for name, p in params.items():
+        assert p["inferred_type_name"] not in ("None", "", None), name
+        assert p["help"].strip(), f"{name} has no help comment"
+    if path == NB01:
+        assert {n: p["inferred_type_name"] for n, p in params.items()} == NB01_PARAMS
+
+
+def test_papermill_help_notebook_lists_the_parameters():
+    proc = subprocess.run([sys.executable, "-m", "papermill", "--help-notebook", str(NB01)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for name, type_name in NB01_PARAMS.items():
+        assert f"{name}: {type_name}" in proc.stdout
+    assert "draft checkpoint directory" in proc.stdout
+    assert "where summary.json goes" in proc.stdout
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_default_paths_exist_relative_to_the_notebook(path):
+    import papermill as pm
+
+    for name, p in pm.inspect_notebook(str(path)).items():
+        default = p["default"].strip("\"'")
+        if p["inferred_type_name"] == "str" and default.startswith("../"):
+            assert (path.parent / default).exists(), f"{name} default {default} does not exist"
+
+
+# ----------------------------------------------------------------------------- executed
+
+_runs: dict[str, dict] = {}
+
+
+def _expectations() -> dict:
+    if not MANIFEST.is_file():
+        pytest.skip("bundled samples not built (make samples)")
+    return json.loads(MANIFEST.read_text())
+
+
+def run_01(sample: str, tmp_path_factory) -> dict:
+    """Notebook 01 on a bundled sample, once per sample per session: the summary and paths.
+    layers0-flat goes through report.run_demo (notebook, HTML, summary); one sample keeps the
+    widget on and one passes engines in the name:version form."""
+    if sample in _runs:
+        return _runs[sample]
+    from eagle3_nb.report import run_demo, run_notebook
+
+    out = tmp_path_factory.mktemp(f"nb01-{sample}")
+    if sample == "layers0-flat":
+        result = run_demo(out)
+        result["executed"] = result["notebook"]
+    else:
+        engine = ",".join(e.replace("==", ":") for e in _expectations()["engines"]) \
+            if sample == "prefix-draft-model" else "all"
+        executed = run_notebook(NB01, out, {
+            "checkpoint": str(DRAFTS / sample), "engine": engine,
+            "target_config": str(TARGET_CONFIG), "stats": True,
+            "interactive": sample == "good", "output_dir": str(out)})
+        result = {"executed": executed, "summary": out / "summary.json"}
+    result["data"] = json.loads(Path(result["summary"]).read_text())
+    _runs[sample] = result
+    return result
+
+
+def _codes_for(summary: dict, profile: str) -> set[str]:
+    return {f["code"] for f in summary["findings"] if f["engine"] in (None, profile)}
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("sample", SAMPLES_01)
+def test_notebook_01_summary_matches_manifest(sample, tmp_path_factory):
+    expect = _expectations()["variants"][sample]
+    summary = run_01(sample, tmp_path_factory)["data"]
+    assert summary["notebook"] == "01_checkpoint_keys"
+    assert Path(summary["checkpoint"]) == (DRAFTS / sample).resolve()
+    for profile, want in expect["expect"].items():
+        assert summary["verdicts"][profile] == want["verdict"], profile
+        assert set(want["codes"]) <= _codes_for(summary, profile), profile
+    assert set(expect["expect_global_codes"]) <= set(summary["global_codes"])
+    assert summary["n_errors"] == sum(f["severity"] == "error" for f in summary["findings"])
+
+
+@pytest.mark.notebook
+def test_notebook_01_layers0_flat_specifics(tmp_path_factory):
+    run = run_01("layers0-flat", tmp_path_factory)
+    s = run["data"]
+    assert s["verdicts"]["sglang==0.5.9"] == "silent_failure"
+    assert s["verdicts"]["vllm==0.33"] == "ok"
+    dropped = s["engines"]["sglang==0.5.9"]["dropped"]
+    assert dropped and all(k.startswith("layers.0.") for k in dropped)
+    assert s["engines"]["sglang==0.5.16"]["dropped"] == []
+    assert "sglang==0.5.9: silent_failure (KEYS_DROPPED, PARAMS_UNLOADED)" in run["verdict_line"]
+    assert "vllm==0.33: ok" in run["verdict_line"]
+    assert s["stats"]["scanned"] == s["n_tensors"]
+
+
+@pytest.mark.notebook
+def test_notebook_01_other_samples_specifics(tmp_path_factory):
+    good = run_01("good", tmp_path_factory)["data"]
+    assert not [f for f in good["findings"] if f["severity"] == "error"]
+    assert set(good["verdicts"].values()) == {"ok"}
+    prefix = run_01("prefix-draft-model", tmp_path_factory)["data"]
+    assert prefix["layout_prefixes"] == ["draft_model."]
+    assert set(prefix["verdicts"]) == set(_expectations()["engines"])  # name:version parsed
+    nan = run_01("nan-head", tmp_path_factory)["data"]
+    assert "lm_head.weight" in nan["stats"]["nan_or_inf"]
+
+
+@pytest.mark.notebook
+def test_notebook_01_widget_cell_runs_headless(tmp_path_factory):
+    nb = _read(run_01("good", tmp_path_factory)["executed"])
+    widget_cells = [c for c in nb.cells if "engine_explorer(data)" in c.source]
+    assert widget_cells and any("application/vnd.jupyter.widget-view+json" in o.get("data", {})
+                                for o in widget_cells[0].outputs)
+
+
+@pytest.mark.notebook
+def test_notebook_01_html_report_is_offline_and_has_the_figure(tmp_path_factory):
+    run = run_01("layers0-flat", tmp_path_factory)
+    html = Path(run["html"]).read_text(encoding="utf-8")
+    assert "plotly-graph-div" in html
+    assert html.count("Plotly.newPlot") >= 1
+    # plotly.js itself mentions https://cdn.plot.ly/un/ (a topojson default for geo maps, never
+    # fetched for these figures); what must not appear is plotly.js loaded from a CDN
+    assert 'import "https://cdn.plot.ly' not in html and 'src="https://cdn.plot.ly' not in html
+    tags = [s.split(">", 1)[0] for s in html.split("<script")[1:]]
+    srcs = [t for t in tags if "src=" in t]
+    assert not [s for s in srcs if "http" in s], srcs  # plotly.js embedded, nothing fetched
+    assert "https://cdn" not in "".join(srcs)
+    assert "widget-state" not in html and "unpkg.com" not in html
+    assert len(html) > 3_000_000  # the embedded plotly.js
+    assert "SILENT FAILURE" in html and "DROPPED" in html
+    assert "In&nbsp;[" not in html  # no input prompts
+
+
+@pytest.mark.notebook
+def test_run_notebook_rejects_unknown_parameters(tmp_path):
+    from eagle3_nb.report import ReportError, run_notebook
+
+    with pytest.raises(ReportError, match="unknown parameter"):
+        run_notebook(NB01, tmp_path, {"checkpont": "x"})
+
+
+@pytest.mark.notebook
+def test_run_notebook_reports_the_failing_cell(tmp_path):
+    from eagle3_nb.report import ReportError, run_notebook
+
+    with pytest.raises(ReportError, match=r"CheckpointError|ConfigError|Eagle3NbError|Error"):
+        run_notebook(NB01, tmp_path, {"checkpoint": str(tmp_path / "nope"), "stats": False,
+                                      "interactive": False})
+
+
+# ----------------------------------------------------------------------------- nbval
+
+@pytest.mark.notebook
+def test_nbval_lax_runs_the_notebooks_as_stored():
+    if not (DRAFTS / "layers0-flat").is_dir():
+        pytest.skip("bundled samples not built (make samples)")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env", "-q",
+         "-p", "no:cacheprovider", *[nb.name for nb in NOTEBOOKS]],
+        cwd=NOTEBOOKS_DIR, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+# ----------------------------------------------------------------------------- kernel, HTML
+
+def test_resolve_kernel_prefers_this_environment(monkeypatch):
+    import jupyter_client.kernelspec as ks
+    from eagle3_nb.report import resolve_kernel
+
+    class Spec:
+        def __init__(self, argv):
+            self.argv = argv
+
+    def fake(specs):
+        class KSM:
+            def find_kernel_specs(self):
+                return {name: f"/k/{name}" for name in specs}
+
+            def get_kernel_spec(self, name):
+                return Spec(specs[name])
+        return KSM
+
+    here = [sys.executable, "-m", "ipykernel_launcher"]
+    monkeypatch.setattr(ks, "KernelSpecManager", fake({"python3": ["python", "-m", "x"]}))
+    assert resolve_kernel() == "python3"
+    monkeypatch.setattr(ks, "KernelSpecManager", fake({"python3": ["/elsewhere/bin/python"],
+                                                       "eagle3-nb": here}))
+    assert resolve_kernel() == "eagle3-nb"  # a stale python3 spec would run another env
+    monkeypatch.setattr(ks, "KernelSpecManager", fake({"eagle3-nb": here}))
+    assert resolve_kernel() == "python3"  # no python3 spec: the native kernel is this env
+    assert resolve_kernel("other") == "other"
+
+
+@pytest.mark.notebook
+def test_widget_output_becomes_a_note_in_html(tmp_path_factory, tmp_path):
+    from eagle3_nb.report import render_html
+
+    html = render_html(run_01("good", tmp_path_factory)["executed"], tmp_path / "r.html")
+    text = html.read_text(encoding="utf-8")
+    assert "VBox(children" not in text and "interactive widget: needs a live kernel" in text
