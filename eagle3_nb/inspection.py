@@ -45,9 +45,6 @@ class Inspection:
     def has_errors(self) -> bool:
         return has_errors(self.findings)
 
-    def verdict(self, plan: LoadPlan) -> str:
-        return plan.to_json(extra_errors=has_errors(self.global_findings))["verdict"]
-
     def to_json(self) -> dict[str, Any]:
         ckpt = self.checkpoint
         global_errors = has_errors(self.global_findings)

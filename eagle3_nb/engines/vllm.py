@@ -58,6 +58,9 @@ VLLM_0_33 = EngineProfile(
         "embed": "llm_base_proposer._maybe_share_embeddings: target embeddings only when the "
                  "checkpoint has none",
         "d2t": "draft_id_to_target_id exists only if draft_vocab_size != target vocab",
+        "extra_layers": "llama_eagle3.py LlamaDecoderLayer: layers >= 1 take H inputs; that they "
+                        "carry no hidden_norm parameter is inferred (speculators' plain layers "
+                        "load without error), not read in the 0.33 code",
     },
 )
 
