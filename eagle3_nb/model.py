@@ -1,0 +1,393 @@
+"""Eagle3Draft: the EAGLE-3 draft model in plain torch, one readable file.
+
+    aux = cat(h_a1, .., h_aA)                       target residual streams, width A*Ht
+    x   = fc(aux)                                   (input_norm over A*Ht, or fc_norm per chunk, first)
+    e   = embed_tokens(token_{t+1})                 position t sees feature t and the NEXT token
+    layer 0:  a = cat(input_layernorm(e), hidden_norm(x))        width 2H, embeddings first
+              r = hidden_norm(x) if norm_before_residual else x
+              h = r + o_proj(attn(a));  h = h + mlp(post_attention_layernorm(h))
+    layer i:  plain decoder layer on h (pre-attention norm: input_layernorm, or hidden_norm as
+              SGLang >= 0.5.16 computes it)
+    logits = lm_head(norm(h))                       draft vocab
+    next feature = h (norm(h) when norm_output)     H wide: later draft steps skip fc
+    target_id = draft_id + d2t[draft_id]
+
+The same math as SafeAILab cnets.py, SpecForge llama3_eagle.py, speculators eagle3/core.py and
+the engines' llama_eagle3.py (see DOMAIN.md); the wiring switches (eagle3_nb.wiring) select the
+variants engines differ on. Device and dtype are parameters; norms compute in float32.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import DraftConfig
+from .errors import Eagle3NbError
+from .wiring import Wiring
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, width: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (self.weight.float() * x32).to(x.dtype)
+
+
+# --- rotary embeddings -------------------------------------------------------------------------
+
+def rope_inv_freq(cfg: DraftConfig) -> tuple[torch.Tensor, float]:
+    """Inverse frequencies and attention scaling from the layer config: default, linear and
+    llama3 scaling, in either spelling (`rope_theta` + `rope_scaling`, or `rope_parameters`)."""
+    rope = dict(cfg.rope.get("rope_parameters") or {})
+    scaling = dict(cfg.rope.get("rope_scaling") or {})
+    theta = float(rope.get("rope_theta", cfg.rope.get("rope_theta", 10000.0)))
+    params = {**scaling, **rope}
+    kind = params.get("rope_type", params.get("type", "default")) or "default"
+    rot = int(cfg.head_dim * float(params.get("partial_rotary_factor",
+                                              cfg.rope.get("partial_rotary_factor", 1.0))))
+    inv = 1.0 / theta ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot)
+    if kind == "default":
+        return inv.float(), 1.0
+    if kind == "linear":
+        return (inv / float(params["factor"])).float(), 1.0
+    if kind == "llama3":
+        return _llama3_scaled(inv, params).float(), 1.0
+    raise Eagle3NbError(f"rope type {kind!r} is not supported by the kit's draft model", None,
+                        "supported: default, linear, llama3")
+
+
+def _llama3_scaled(inv: torch.Tensor, p: dict) -> torch.Tensor:
+    factor, low, high = float(p["factor"]), float(p["low_freq_factor"]), float(p["high_freq_factor"])
+    old_ctx = float(p["original_max_position_embeddings"])
+    wavelen = 2 * math.pi / inv
+    smooth = (old_ctx / wavelen - low) / (high - low)
+    scaled = torch.where(wavelen > old_ctx / low, inv / factor, inv)
+    mid = (wavelen <= old_ctx / low) & (wavelen >= old_ctx / high)
+    return torch.where(mid, (1 - smooth) * inv / factor + smooth * inv, scaled)
+
+
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+    """x [B, heads, T, hd]; positions [B, T]. Rotates the first 2*len(inv_freq) dims (halves)."""
+    rot = 2 * inv_freq.numel()
+    angles = positions.to(torch.float32)[..., None] * inv_freq.to(x.device)  # [B, T, rot/2]
+    cos = torch.cat([angles.cos(), angles.cos()], -1)[:, None].to(x.dtype)
+    sin = torch.cat([angles.sin(), angles.sin()], -1)[:, None].to(x.dtype)
+    xr, rest = x[..., :rot], x[..., rot:]
+    half = rot // 2
+    rotated = torch.cat([-xr[..., half:], xr[..., :half]], -1)
+    return torch.cat([xr * cos + rotated * sin, rest], -1)
+
+
+# --- layers ------------------------------------------------------------------------------------
+
+@dataclass
+class LayerCache:
+    keys: torch.Tensor | None = None       # [B, nkv, S, hd]
+    values: torch.Tensor | None = None
+    positions: torch.Tensor | None = None  # [B, S]
+
+
+@dataclass
+class DraftCache:
+    layers: list[LayerCache] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        first = self.layers[0] if self.layers else None
+        return 0 if first is None or first.keys is None else first.keys.shape[2]
+
+    def truncate(self, length: int) -> None:
+        """Drop cached positions past `length` (rejected drafts)."""
+        for c in self.layers:
+            if c.keys is not None:
+                c.keys, c.values = c.keys[:, :, :length], c.values[:, :, :length]
+                c.positions = c.positions[:, :length]
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: DraftConfig, in_width: int, qk_norm: bool):
+        super().__init__()
+        nh, nkv, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        bias = cfg.attention_bias
+        self.nh, self.nkv, self.hd = nh, nkv, hd
+        self.q_proj = nn.Linear(in_width, nh * hd, bias=bias)
+        self.k_proj = nn.Linear(in_width, nkv * hd, bias=bias)
+        self.v_proj = nn.Linear(in_width, nkv * hd, bias=bias)
+        self.o_proj = nn.Linear(nh * hd, cfg.H, bias=bias)
+        if qk_norm:  # Qwen3-style drafts
+            self.q_norm = RMSNorm(hd, cfg.rms_norm_eps)
+            self.k_norm = RMSNorm(hd, cfg.rms_norm_eps)
+
+    def forward(self, x, positions, inv_freq, cache: LayerCache | None):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.nh, self.hd)
+        k = self.k_proj(x).view(B, T, self.nkv, self.hd)
+        v = self.v_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2)
+        if hasattr(self, "q_norm"):
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = apply_rope(q.transpose(1, 2), positions, inv_freq)
+        k = apply_rope(k.transpose(1, 2), positions, inv_freq)
+        key_pos = positions
+        if cache is not None:
+            if cache.keys is not None:
+                k = torch.cat([cache.keys, k], 2)
+                v = torch.cat([cache.values, v], 2)
+                key_pos = torch.cat([cache.positions, positions], 1)
+            cache.keys, cache.values, cache.positions = k, v, key_pos
+        groups = self.nh // self.nkv
+        k, v = k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1)
+        visible = key_pos[:, None, None, :] <= positions[:, None, :, None]  # causal by position
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=visible)
+        return self.o_proj(out.transpose(1, 2).reshape(B, T, self.nh * self.hd))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: DraftConfig):
+        super().__init__()
+        if cfg.hidden_act != "silu":
+            raise Eagle3NbError(f"hidden_act {cfg.hidden_act!r}: only silu drafts are supported",
+                                None, "EAGLE-3 drafts use silu")
+        bias = cfg.mlp_bias
+        self.gate_proj = nn.Linear(cfg.H, cfg.intermediate_size, bias=bias)
+        self.up_proj = nn.Linear(cfg.H, cfg.intermediate_size, bias=bias)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.H, bias=bias)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: DraftConfig, index: int):
+        super().__init__()
+        self.first = index == 0
+        qk_norm = cfg.layer_model_type.startswith("qwen3")
+        self.self_attn = Attention(cfg, 2 * cfg.H if self.first else cfg.H, qk_norm)
+        self.mlp = MLP(cfg)
+        self.input_layernorm = RMSNorm(cfg.H, cfg.rms_norm_eps)
+        self.hidden_norm = RMSNorm(cfg.H, cfg.rms_norm_eps)  # layers >= 1: only SGLang uses it
+        self.post_attention_layernorm = RMSNorm(cfg.H, cfg.rms_norm_eps)
+
+    def forward(self, h, embeds, positions, inv_freq, wiring: Wiring, cache):
+        if self.first:
+            normed = self.hidden_norm(h)
+            residual = normed if wiring.norm_before_residual else h
+            a = torch.cat([self.input_layernorm(embeds), normed], -1)
+        else:
+            residual = h
+            pre = self.hidden_norm if wiring.extra_layer_norm == "hidden_norm" else self.input_layernorm
+            a = pre(h)
+        h = residual + self.self_attn(a, positions, inv_freq, cache)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+# --- the draft ---------------------------------------------------------------------------------
+
+@dataclass
+class DraftOutput:
+    logits: torch.Tensor     # [B, T, Vd]
+    features: torch.Tensor   # [B, T, H]: what the next draft step is fed
+    fc_applied: bool
+
+
+@dataclass
+class DraftProposal:
+    draft_ids: torch.Tensor   # [B, k] draft-vocab ids
+    target_ids: torch.Tensor  # [B, k] after d2t
+    logits: torch.Tensor      # [B, k, Vd]
+
+
+class Eagle3Draft(nn.Module):
+    def __init__(self, cfg: DraftConfig, num_aux: int | None = None, wiring: Wiring | None = None):
+        super().__init__()
+        self.cfg = cfg
+        self.num_aux = num_aux or cfg.num_aux
+        self.wiring = wiring or Wiring("trained", None,
+                                       norm_before_residual=bool(cfg.flag("norm_before_residual").value),
+                                       norm_output=bool(cfg.flag("norm_output").value))
+        H, Ht, A, eps = cfg.H, cfg.Ht, self.num_aux, cfg.rms_norm_eps
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, H)
+        self.fc = nn.Linear(A * Ht, H, bias=False)
+        self.input_norm = RMSNorm(A * Ht, eps) if cfg.flag("norm_before_fc").value else None
+        self.fc_norm = (nn.ModuleList(RMSNorm(Ht, eps) for _ in range(A))
+                        if cfg.flag("fc_norm").value else None)
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(H, eps)
+        self.lm_head = nn.Linear(H, cfg.Vd, bias=False)
+        self.register_buffer("d2t", torch.zeros(cfg.Vd, dtype=torch.long))
+        inv_freq, _ = rope_inv_freq(cfg)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.loaded_keys: list[str] = []
+        self.missing_keys: list[str] = []
+
+    # -- pieces ---------------------------------------------------------------------------
+    def project(self, hidden: torch.Tensor, wiring: Wiring) -> tuple[torch.Tensor, bool]:
+        """fc over the aux concat; skipped for an H-wide input under the engine rule."""
+        width = hidden.shape[-1]
+        if wiring.fc_rule == "engine" and width == self.cfg.H:
+            return hidden, False
+        if width != self.fc.in_features:
+            raise Eagle3NbError(f"hidden states are {width} wide but fc takes "
+                                f"{self.fc.in_features} ({self.num_aux} x {self.cfg.Ht})", None,
+                                "feed the concatenated aux layers the draft was trained on")
+        if self.input_norm is not None:
+            hidden = self.input_norm(hidden)
+        if self.fc_norm is not None:
+            chunks = hidden.chunk(self.num_aux, -1)
+            hidden = torch.cat([n(c) for n, c in zip(self.fc_norm, chunks)], -1)
+        return self.fc(hidden), True
+
+    def to_target_ids(self, draft_ids: torch.Tensor, wiring: Wiring | None = None) -> torch.Tensor:
+        mode = (wiring or self.wiring).d2t_mode
+        if mode == "none":
+            return draft_ids
+        table = self.d2t[draft_ids]
+        return table if mode == "absolute" else draft_ids + table
+
+    # -- passes ---------------------------------------------------------------------------
+    def run(self, input_ids, hidden_states, position_ids=None, cache: DraftCache | None = None,
+            wiring: Wiring | None = None, own_features: bool = False) -> DraftOutput:
+        """One causal pass: input_ids [B, T] (target ids, already shifted), hidden_states
+        [B, T, A*Ht] target features (fc applies), or with own_features the draft's own H-wide
+        output fed back (fc never applies, in every engine)."""
+        wiring = wiring or self.wiring
+        B, T = input_ids.shape
+        if position_ids is None:
+            start = cache.length if cache is not None else 0
+            position_ids = torch.arange(start, start + T, device=input_ids.device).expand(B, T)
+        if cache is not None and not cache.layers:
+            cache.layers = [LayerCache() for _ in self.layers]
+        h = hidden_states.to(self.fc.weight.dtype)
+        h, applied = (h, False) if own_features else self.project(h, wiring)
+        embeds = self.embed_tokens(input_ids)
+        for i, layer in enumerate(self.layers):
+            h = layer(h, embeds, position_ids, self.inv_freq, wiring,
+                      cache.layers[i] if cache is not None else None)
+        normed = self.norm(h)
+        return DraftOutput(self.lm_head(normed), normed if wiring.norm_output else h, applied)
+
+    def forward(self, input_ids, hidden_states, position_ids=None):
+        return self.run(input_ids, hidden_states, position_ids).logits
+
+    @torch.no_grad()
+    def step(self, input_ids, hidden_states, num_steps: int, position_ids=None,
+             cache: DraftCache | None = None, wiring: Wiring | None = None) -> DraftProposal:
+        """Draft `num_steps` tokens as an engine does (chain, greedy): extend over the given
+        positions with target features, then feed back each drafted token (mapped to a target
+        id through d2t) with the draft's own H-wide feature, one position at a time."""
+        wiring = wiring or self.wiring
+        cache = cache if cache is not None else DraftCache()
+        out = self.run(input_ids, hidden_states, position_ids, cache, wiring)
+        logits, feature = out.logits[:, -1:], out.features[:, -1:]
+        last_pos = (position_ids[:, -1:] if position_ids is not None
+                    else torch.full_like(input_ids[:, -1:], cache.length - 1))
+        all_logits, draft_ids = [], []
+        for i in range(num_steps):
+            ids = logits.argmax(-1)
+            all_logits.append(logits)
+            draft_ids.append(ids)
+            if i + 1 == num_steps:
+                break
+            nxt = self.run(self.to_target_ids(ids, wiring), feature, last_pos + 1 + i, cache,
+                           wiring, own_features=True)
+            logits, feature = nxt.logits, nxt.features
+        ids = torch.cat(draft_ids, 1)
+        return DraftProposal(ids, self.to_target_ids(ids, wiring), torch.cat(all_logits, 1))
+
+
+# --- loading -----------------------------------------------------------------------------------
+
+def load_draft(path: str | Path, device: str | torch.device = "cpu",
+               dtype: torch.dtype = torch.float32, embed_from: str | Path | None = None,
+               wiring: Wiring | None = None) -> Eagle3Draft:
+    """A draft checkpoint of either layout as an Eagle3Draft in eval mode. `embed_from` names a
+    target checkpoint directory to borrow embed_tokens from when the draft has none (or only
+    NaN ones, as speculators saves them when the verifier was never loaded)."""
+    from .checkpoint import Checkpoint
+    from .config import parse_config
+    from .layouts import split_key
+
+    ckpt = Checkpoint.open(path)
+    cfg = parse_config(ckpt.config_raw, str(ckpt.path / "config.json"))
+    tensors = {split_key(n).canonical or n: t for n, t in _read_tensors(ckpt).items()}
+    fc = tensors.get("fc.weight")
+    num_aux = fc.shape[1] // cfg.Ht if fc is not None and fc.shape[1] % cfg.Ht == 0 else None
+    draft = Eagle3Draft(cfg, num_aux, wiring)
+    _load_embeddings(tensors, embed_from, cfg)
+    _load_state(draft, tensors)
+    return draft.to(device=device, dtype=dtype).eval()
+
+
+def _read_tensors(ckpt) -> dict[str, torch.Tensor]:
+    if ckpt.format == "pickle":
+        return {n: ckpt.pickled_tensor(n) for n in ckpt.tensors}
+    from safetensors.torch import load_file
+
+    out: dict[str, torch.Tensor] = {}
+    for rel in ckpt.weight_files:
+        out.update(load_file(str(ckpt.path / rel)))
+    return out
+
+
+def _load_embeddings(tensors: dict, embed_from, cfg: DraftConfig) -> None:
+    own = tensors.get("embed_tokens.weight")
+    if own is not None and not torch.isnan(own.float()).any():
+        return
+    if embed_from is None:
+        state = "no embed_tokens" if own is None else "only NaN embed_tokens (never loaded)"
+        raise Eagle3NbError(f"the draft has {state}", None,
+                            "pass embed_from=<target checkpoint dir>, as engines share the target's")
+    tensors["embed_tokens.weight"] = read_target_embeddings(embed_from, cfg.vocab_size, cfg.H)
+
+
+def read_target_embeddings(target_dir: str | Path, vocab_size: int, hidden: int) -> torch.Tensor:
+    from .checkpoint import Checkpoint
+
+    target = Checkpoint.open(target_dir)
+    names = [n for n in target.tensors if n.endswith("embed_tokens.weight")]
+    if not names:
+        raise Eagle3NbError("no embed_tokens.weight in the target checkpoint", str(target_dir),
+                            "point embed_from at the target model directory")
+    info = target.tensors[names[0]]
+    if tuple(info.shape) != (vocab_size, hidden):
+        raise Eagle3NbError(f"target embeddings are {list(info.shape)}, the draft needs "
+                            f"[{vocab_size}, {hidden}]", str(target_dir),
+                            "a draft whose width differs from the target's needs its own embed_tokens")
+    return _read_tensors_named(target, names[0])
+
+
+def _read_tensors_named(ckpt, name: str) -> torch.Tensor:
+    if ckpt.format == "pickle":
+        return ckpt.pickled_tensor(name)
+    from safetensors import safe_open
+
+    with safe_open(str(ckpt.path / ckpt.tensors[name].file), framework="pt") as fh:
+        return fh.get_tensor(name)
+
+
+def _load_state(draft: Eagle3Draft, tensors: dict[str, torch.Tensor]) -> None:
+    state = draft.state_dict()
+    for name, value in tensors.items():
+        if name == "t2d":
+            continue
+        if name not in state:
+            raise Eagle3NbError(f"checkpoint tensor {name!r} has no place in the draft model", None,
+                                "check the config (layers, norms) against the weights with "
+                                "eagle3-nb inspect")
+        if tuple(state[name].shape) != tuple(value.shape):
+            raise Eagle3NbError(f"{name}: checkpoint shape {list(value.shape)} != model "
+                                f"{list(state[name].shape)}", None, "run eagle3-nb inspect")
+        state[name] = value.to(state[name].dtype) if name != "d2t" else value.long()
+    draft.load_state_dict(state)
+    draft.loaded_keys = sorted(n for n in tensors if n != "t2d")
+    draft.missing_keys = sorted(n for n in state if n not in tensors and n != "inv_freq")

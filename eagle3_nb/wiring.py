@@ -1,0 +1,93 @@
+"""Wiring: how hidden states reach the draft and how the draft is computed, as named switches.
+
+"As trained" and "as an engine serves it" differ in a handful of switches; a Wiring names them so
+the same draft can be run both ways and the difference measured (DOMAIN.md "The draft",
+"Aux layer ids"). Presets: `trained`, one per engine profile, and the classic failures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .config import DraftConfig, TargetInfo
+from .engines import PROFILES
+from .engines.planner import plan_load, trained_aux_indices
+from .errors import Eagle3NbError
+
+FC_RULES = ("always", "engine")            # engine: skip fc when the input is H wide (SGLang)
+HIDDEN_SOURCES = ("concat", "final_norm")  # or "aux:<i>": the i-th captured layer alone
+D2T_MODES = ("offsets", "absolute", "none")
+EXTRA_LAYER_NORMS = ("input_layernorm", "hidden_norm")
+
+
+@dataclass(frozen=True)
+class Wiring:
+    name: str
+    layer_ids: tuple[int, ...] | None      # target hidden_states indices captured (None: need L)
+    hidden_source: str = "concat"
+    fc_rule: str = "always"
+    d2t_mode: str = "offsets"
+    norm_before_residual: bool = False
+    norm_output: bool = False
+    extra_layer_norm: str = "input_layernorm"  # pre-attention norm of decoder layers >= 1
+    note: str = ""
+
+    def __post_init__(self):
+        ok = (self.fc_rule in FC_RULES and self.d2t_mode in D2T_MODES
+              and self.extra_layer_norm in EXTRA_LAYER_NORMS
+              and (self.hidden_source in HIDDEN_SOURCES or self.hidden_source.startswith("aux:")))
+        if not ok:
+            raise Eagle3NbError(f"wiring {self.name!r} has an unknown switch value", None,
+                                f"fc_rule {FC_RULES}, d2t_mode {D2T_MODES}, hidden_source "
+                                f"{HIDDEN_SOURCES} or aux:<i>, extra_layer_norm {EXTRA_LAYER_NORMS}")
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "layer_ids": list(self.layer_ids) if self.layer_ids else None,
+                "hidden_source": self.hidden_source, "fc_rule": self.fc_rule,
+                "d2t_mode": self.d2t_mode, "norm_before_residual": self.norm_before_residual,
+                "norm_output": self.norm_output, "extra_layer_norm": self.extra_layer_norm,
+                "note": self.note}
+
+
+def trained_wiring(cfg: DraftConfig, target: TargetInfo | None) -> Wiring:
+    ids, why = trained_aux_indices(cfg, target.num_hidden_layers if target else None)
+    return Wiring("trained", tuple(ids) if ids else None,
+                  "concat" if cfg.use_aux_hidden_state.value else "final_norm",
+                  norm_before_residual=bool(cfg.flag("norm_before_residual").value),
+                  norm_output=bool(cfg.flag("norm_output").value), note=why)
+
+
+def engine_wiring(profile, cfg: DraftConfig, shapes: dict, target: TargetInfo | None) -> Wiring:
+    plan = plan_load(profile, cfg, shapes, target)
+    unloaded_map = profile.d2t_param in plan.unloaded
+    return Wiring(profile.key, tuple(plan.aux.captured) if plan.aux.captured is not None else None,
+                  "concat" if plan.aux.use_aux else "final_norm",
+                  "engine" if profile.fc_skip_when_width_is_hidden else "always",
+                  "none" if unloaded_map else profile.d2t_reading,
+                  plan.flags["norm_before_residual"], plan.flags["norm_output"],
+                  profile.extra_layer_attn_norm, note=f"as {profile.key} serves it ({plan.verdict})")
+
+
+def wiring_presets(cfg: DraftConfig, shapes: dict, target: TargetInfo | None,
+                   profiles=PROFILES) -> dict[str, Wiring]:
+    """Every named wiring for this draft: trained, each engine, and the classic failures."""
+    trained = trained_wiring(cfg, target)
+    presets = {"trained": trained}
+    for p in profiles:
+        presets[p.key] = engine_wiring(p, cfg, shapes, target)
+    presets["single_layer"] = replace(trained, name="single_layer", hidden_source="final_norm",
+                                      fc_rule="engine", note="the target's final-norm state "
+                                      "alone (SGLang with aux capture off): fc skipped")
+    if trained.layer_ids:
+        presets["layers_plus_one"] = replace(
+            trained, name="layers_plus_one", layer_ids=tuple(i + 1 for i in trained.layer_ids),
+            note="every captured layer one deeper than trained (the +1 convention applied twice)")
+    presets["d2t_absolute"] = replace(trained, name="d2t_absolute", d2t_mode="absolute",
+                                      note="d2t read as absolute ids")
+    presets["d2t_none"] = replace(trained, name="d2t_none", d2t_mode="none",
+                                  note="no d2t: draft id i used as target id i")
+    presets["norm_before_residual_flipped"] = replace(
+        trained, name="norm_before_residual_flipped",
+        norm_before_residual=not trained.norm_before_residual,
+        note="norm_before_residual opposite to training")
+    return presets
