@@ -183,7 +183,7 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the written checkpoint")
     ap.add_argument("--repeat", type=int, default=5, help="rounds (each case's best is shown)")
     ap.add_argument("--chunk-mb", type=float, nargs="+", default=[1, 4, 16],
-                    help="scan_stats chunk sizes to try (MB; the default is 4)")
+                    help="scan_stats chunk sizes to try (MB; the default is 1)")
     args = ap.parse_args(argv)
 
     dims = SMALL if args.small else FULL

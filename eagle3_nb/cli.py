@@ -89,8 +89,7 @@ def cmd_inspect(args) -> int:
                                 stats=not args.no_stats, stats_budget=args.stats_budget)
     data = result.to_json()
     if args.json:
-        json.dump(data, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         from .viz.text import inspection_table
         print(inspection_table(data))
@@ -108,8 +107,7 @@ def cmd_convert(args) -> int:
                "config_changes": result.config_changes, "warnings": result.warnings,
                "inspect": {e["profile"]: e["verdict"] for e in after.to_json()["engines"]}}
     if args.json:
-        json.dump(summary, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
         print(f"wrote {result.dst} ({len(result.renames)} keys renamed, "
               f"verified={result.verified})")
@@ -125,8 +123,7 @@ def cmd_vocab(args) -> int:
 
     data = check_vocab(args.path, args.tokenizer, args.corpus, args.engine)
     if args.json:
-        json.dump(data, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         from .viz.text import vocab_text
         print(vocab_text(data))

@@ -28,8 +28,8 @@ from .layouts import split_key
 from .safetensors_io import FLOAT_DTYPES, INT_DTYPES, TensorInfo, iter_chunks
 
 DEFAULT_BUDGET_BYTES = 1 << 30
-DEFAULT_CHUNK_BYTES = 4 << 20   # on-disk bytes per chunk (float64 work arrays are 2-8x this);
-                                # 1-8 MB keep them in cache: see benchmarks/README.md
+DEFAULT_CHUNK_BYTES = 1 << 20   # on-disk bytes per chunk (float64 work arrays are 2-8x this);
+                                # 1 MB keeps them in cache: fastest in benchmarks/README.md
 
 # canonical names scanned first, in this order; then norms; then everything else by name
 PRIORITY_NAMES = ("lm_head.weight", "fc.weight", "embed_tokens.weight", "d2t", "t2d")
@@ -123,6 +123,8 @@ def scan_stats(ckpt, budget_bytes: int = DEFAULT_BUDGET_BYTES, *,
     `skipped`); smaller ones after it are still scanned. `chunk_bytes` bounds how much of a
     tensor is decoded at once.
     """
+    import numpy  # noqa: F401  (imported here so its import time is not counted as scanning)
+
     t0 = time.perf_counter()
     result = StatsResult(budget_bytes=budget_bytes)
     scratch = _Scratch()
@@ -277,9 +279,10 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
     if bad:
         findings.append(Finding(
             "NAN_WEIGHTS", ERROR,
-            f"{_count(bad, 'tensor')} contain NaN or Inf values: "
+            f"{_count(bad, 'tensor')} {_verb(bad, 'contains', 'contain')} NaN or Inf values: "
             + _listing(bad, lambda s: f"{s.name} ({_nan_text(s)})")
-            + ". The draft computes NaN logits from them and every draft token is rejected "
+            + f". The draft computes NaN logits from {_verb(bad, 'it', 'them')} and every draft "
+            "token is rejected "
             "(accept length ~1.0). speculators fills embed_tokens/lm_head with NaN until the "
             "verifier's weights are loaded: load them (or copy the target's) before saving. "
             "Otherwise re-export from the last good training checkpoint; if training itself "
@@ -292,7 +295,7 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
     if zero:
         findings.append(Finding(
             "NAN_WEIGHTS", ERROR,
-            f"{_count(zero, 'weight')} {'is' if len(zero) == 1 else 'are'} all zeros: "
+            f"{_count(zero, 'weight')} {_verb(zero, 'is', 'are')} all zeros: "
             + _listing(zero, lambda s: f"{s.name} {list(s.shape)}")
             + ". A zero linear or embedding weight was never initialised or never trained, "
             "and a zero norm weight silences its layer. Check that the export saved the trained "
@@ -306,7 +309,8 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
     if constant:
         findings.append(Finding(
             "NAN_WEIGHTS", ERROR,
-            f"{_count(constant, 'tensor')} hold a single repeated value: "
+            f"{_count(constant, 'tensor')} {_verb(constant, 'holds', 'hold')} a single "
+            "repeated value: "
             + _listing(constant, lambda s: f"{s.name} (all {s.min!r})")
             + ". Trained weights are never constant: this is a fill value (torch.full, "
             "nn.init.constant_) left by an initialiser or a conversion that never received the "
@@ -318,7 +322,7 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
     if ones:
         findings.append(Finding(
             "NAN_WEIGHTS", WARNING,
-            f"{_count(ones, 'norm weight')} {'is' if len(ones) == 1 else 'are'} exactly 1.0 "
+            f"{_count(ones, 'norm weight')} {_verb(ones, 'is', 'are')} exactly 1.0 "
             "everywhere, their initial value: "
             + _listing(ones, lambda s: s.name)
             + ". After training RMSNorm weights drift from 1.0, so these look untouched: never "
@@ -335,11 +339,14 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
         skipped_bytes = sum(sizes.values()) if sizes else result.skipped_bytes
         findings.append(Finding(
             "STATS_SKIPPED", INFO,
-            f"{_count(result.skipped, 'tensor')} ({_gb(skipped_bytes)}) were not scanned for "
-            f"NaN/zero/constant values: scanning them would exceed the {_gb(result.budget_bytes)} "
+            f"{_count(result.skipped, 'tensor')} ({_gb(skipped_bytes)}) "
+            f"{_verb(result.skipped, 'was', 'were')} not scanned for "
+            f"NaN/zero/constant values: scanning {_verb(result.skipped, 'it', 'them')} would "
+            f"exceed the {_gb(result.budget_bytes)} "
             f"statistics budget ({_gb(result.scanned_bytes)} scanned, most telling tensors "
             "first). Unscanned: " + _listing(result.skipped, str)
-            + ". Raise the statistics budget to scan them too.",
+            + ". Raise the budget to scan them too (`eagle3-nb inspect --stats-budget 8G`, "
+            "or scan_stats(ckpt, budget_bytes=...)).",
             {"skipped": list(result.skipped), "skipped_bytes": skipped_bytes,
              "budget_bytes": result.budget_bytes, "scanned_bytes": result.scanned_bytes}))
     return findings
@@ -347,6 +354,10 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
 
 def _count(items, noun: str) -> str:
     return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
+
+
+def _verb(items, one: str, many: str) -> str:
+    return one if len(items) == 1 else many
 
 
 def _listing(items, fmt) -> str:
