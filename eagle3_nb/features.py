@@ -1,0 +1,79 @@
+"""What reaches the draft: hidden states built from a target pass under a wiring, and the
+first-step accuracy test ("0% even on training data" in one call)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .errors import Eagle3NbError
+from .wiring import Wiring
+
+
+def draft_features(out, wiring: Wiring) -> torch.Tensor:
+    """The hidden state an engine (or training) hands the draft, from one TargetOutput.
+    Layer ids are hidden_states indices; index L is the pre-final-norm residual stream, as the
+    engines capture it (vLLM id L, speculators' last layer). "final_norm" is HF hidden_states[L]
+    after the norm: what SGLang stores when aux capture is off."""
+    if wiring.hidden_source == "final_norm":
+        return out.final_norm
+    if not wiring.layer_ids:
+        raise Eagle3NbError(f"wiring {wiring.name!r} has no layer ids", None,
+                            "pass the target so L resolves, or set layer_ids")
+    states = [out.state(i, final="pre_norm") for i in wiring.layer_ids]
+    if wiring.hidden_source.startswith("aux:"):
+        return states[int(wiring.hidden_source.split(":", 1)[1])]
+    return torch.cat(states, -1)
+
+
+@dataclass
+class StepAccuracy:
+    wiring: str
+    n: int
+    correct: int
+    fc_applied: bool
+    reference: str            # "target greedy" | "recorded tokens (teacher-forced)"
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.n if self.n else 0.0
+
+    def to_json(self) -> dict:
+        return {"wiring": self.wiring, "n": self.n, "correct": self.correct,
+                "accuracy": self.accuracy, "fc_applied": self.fc_applied,
+                "reference": self.reference}
+
+
+@torch.no_grad()
+def first_step_accuracy(draft, target, token_ids: torch.Tensor, wiring: Wiring) -> StepAccuracy:
+    """Draft position t sees feature t and token t+1 and predicts token t+2; the reference is
+    the target's own greedy choice there (what verification would accept)."""
+    ids = token_ids.reshape(-1)
+    if ids.numel() < 3:
+        raise Eagle3NbError("need at least 3 tokens", None, "use a longer prompt")
+    out = target.forward_hidden(ids)
+    feats = draft_features(out, wiring)[:-1].to(draft.fc.weight.device)
+    run = draft.run(ids[1:][None].to(feats.device), feats[None], wiring=wiring)
+    pred = draft.to_target_ids(run.logits[0].argmax(-1), wiring).cpu()
+    ref = out.next_tokens[1:].cpu()
+    return StepAccuracy(wiring.name, ref.numel(), int((pred == ref).sum()), run.fc_applied,
+                        "target greedy")
+
+
+@torch.no_grad()
+def first_step_accuracy_on_dump(draft, sample, wiring: Wiring) -> StepAccuracy:
+    """On a hidden-state dump (no target head): teacher-forced against the recorded tokens,
+    reported as such, never as an acceptance figure."""
+    ids, feats = sample.token_ids.reshape(-1), sample.aux_hidden_states
+    if wiring.hidden_source == "final_norm":
+        if sample.last_hidden_state is None:
+            raise Eagle3NbError("the dump has no last hidden state", str(sample.source),
+                                "use a wiring with the aux concat")
+        feats = sample.last_hidden_state
+    feats = feats[:-2].to(draft.fc.weight.device)
+    run = draft.run(ids[1:-1][None].to(feats.device), feats[None], wiring=wiring)
+    pred = draft.to_target_ids(run.logits[0].argmax(-1), wiring).cpu()
+    ref = ids[2:]
+    return StepAccuracy(wiring.name, ref.numel(), int((pred == ref).sum()), run.fc_applied,
+                        "recorded tokens (teacher-forced)")
