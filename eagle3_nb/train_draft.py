@@ -1,0 +1,169 @@
+"""Train the bundled tiny EAGLE-3 draft on the tiny target's aux hidden states.
+
+The recipe of EAGLE-3 (SafeAILab traineagle3/cnets.py, SpecForge core/eagle3.py), small:
+- vocab mapping: loss-masked token counts over the training text, top Vd ids, sorted, offsets;
+- training-time test (TTT): step 0 sees the target features (through fc); step j sees the draft's
+  own step j-1 output at the same index, the token j further on, RoPE position t + j, and attends
+  to step-0 keys at positions <= t plus its own steps' keys at index t (the "diagonal"), which is
+  exactly the cache an engine holds when it drafts j tokens ahead of position t;
+- loss: soft cross-entropy against the target's distribution restricted to the draft vocab,
+  positions whose target argmax is outside the draft vocab masked, step j weighted 0.8**j;
+- acc_j: draft argmax == target argmax (SpecForge's per-step metric, not conditional).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .config import DraftConfig
+from .model import Eagle3Draft, apply_rope
+from .vocab import build_from_counts
+
+
+@dataclass(frozen=True)
+class DraftRecipe:
+    steps: int = 1500
+    batch: int = 16
+    seq_len: int = 128
+    ttt_steps: int = 4
+    lr: float = 3e-3
+    min_lr: float = 3e-4
+    warmup: int = 50
+    weight_decay: float = 0.0
+    step_decay: float = 0.8
+    seed: int = 20250602
+
+
+def vocab_tables(stream: torch.Tensor, draft_vocab: int, vocab: int):
+    counts = torch.bincount(stream, minlength=vocab).numpy()
+    mapping = build_from_counts(counts, draft_vocab, vocab)
+    return torch.from_numpy(mapping.d2t), torch.from_numpy(mapping.t2d)
+
+
+def _attend(layer, a, positions, inv_freq, past_k, past_v):
+    """Attention of one TTT step: causal over step-0 keys, diagonal over later steps' keys."""
+    att = layer.self_attn
+    B, T, _ = a.shape
+    q = att.q_proj(a).view(B, T, att.nh, att.hd)
+    k = att.k_proj(a).view(B, T, att.nkv, att.hd)
+    v = att.v_proj(a).view(B, T, att.nkv, att.hd).transpose(1, 2)
+    if hasattr(att, "q_norm"):
+        q, k = att.q_norm(q), att.k_norm(k)
+    q = apply_rope(q.transpose(1, 2), positions, inv_freq)
+    k = apply_rope(k.transpose(1, 2), positions, inv_freq)
+    past_k.append(k)
+    past_v.append(v)
+    g = att.nh // att.nkv
+    keys = [kk.repeat_interleave(g, 1) for kk in past_k]
+    vals = [vv.repeat_interleave(g, 1) for vv in past_v]
+    scale = 1.0 / math.sqrt(att.hd)
+    causal = torch.ones(T, T, dtype=torch.bool, device=a.device).tril()
+    s0 = (q @ keys[0].transpose(-1, -2) * scale).masked_fill(~causal, float("-inf"))
+    diag = [((q * kk).sum(-1, keepdim=True) * scale) for kk in keys[1:]]
+    p = torch.softmax(torch.cat([s0, *diag], -1), -1)
+    out = p[..., :T] @ vals[0]
+    for i, vv in enumerate(vals[1:]):
+        out = out + p[..., T + i:T + i + 1] * vv
+    return att.o_proj(out.transpose(1, 2).reshape(B, T, att.nh * att.hd))
+
+
+def ttt_logits(draft: Eagle3Draft, tokens: torch.Tensor, feats: torch.Tensor, n_steps: int):
+    """Logits of each TTT step over the positions that have a token j+1 ahead: list of
+    [B, T - 1 - j, Vd]. tokens [B, T], feats [B, T, A*Ht] (target features at each position)."""
+    if len(draft.layers) != 1:
+        raise ValueError("the TTT trainer handles one-layer drafts")
+    layer, B, T = draft.layers[0], tokens.shape[0], tokens.shape[1] - 1
+    h = draft.project(feats[:, :T], draft.wiring)[0]
+    base = torch.arange(T, device=tokens.device).expand(B, T)
+    past_k, past_v, out = [], [], []
+    for j in range(n_steps):
+        n = T - j                                    # positions with a token j+1 ahead
+        embeds = draft.embed_tokens(tokens[:, 1 + j:1 + j + n])
+        x = h[:, :n]
+        normed = layer.hidden_norm(x)
+        residual = normed if draft.wiring.norm_before_residual else x
+        a = torch.cat([layer.input_layernorm(embeds), normed], -1)
+        pk = [k[:, :, :n] for k in past_k]
+        pv = [v[:, :, :n] for v in past_v]
+        y = residual + _attend(layer, a, base[:, :n] + j, draft.inv_freq, pk, pv)
+        y = y + layer.mlp(layer.post_attention_layernorm(y))
+        past_k, past_v = pk, pv
+        normed_out = draft.norm(y)
+        out.append(draft.lm_head(normed_out))
+        h = normed_out if draft.wiring.norm_output else y
+    return out
+
+
+def ttt_loss(logits_steps, target_logits, t2d, step_decay: float):
+    """Soft CE per step vs the target distribution over the draft vocab; returns loss, accs."""
+    kept = torch.nonzero(t2d).squeeze(-1)
+    total, accs = 0.0, []
+    for j, logits in enumerate(logits_steps):
+        n = logits.shape[1]
+        tgt = target_logits[:, 1 + j:1 + j + n]          # target's prediction for token t+2+j
+        mask = t2d[tgt.argmax(-1)].float()
+        p = torch.softmax(tgt[..., kept].float(), -1)
+        loss = -(p * F.log_softmax(logits.float(), -1)).sum(-1)
+        total = total + step_decay ** j * (loss * mask).sum() / mask.sum().clamp(min=1)
+        hit = (kept[logits.argmax(-1)] == tgt.argmax(-1)).float()
+        accs.append(float((hit * mask).sum() / mask.sum().clamp(min=1)))
+    return total, accs
+
+
+def lr_at(step: int, r: DraftRecipe) -> float:
+    if step < r.warmup:
+        return r.lr * (step + 1) / r.warmup
+    frac = (step - r.warmup) / max(1, r.steps - r.warmup)
+    return r.min_lr + 0.5 * (r.lr - r.min_lr) * (1 + math.cos(math.pi * frac))
+
+
+def train_draft(target, cfg: DraftConfig, stream: torch.Tensor, layer_ids: list[int],
+                recipe: DraftRecipe = DraftRecipe(), log=print) -> dict:
+    """Train a fresh Eagle3Draft on random windows of `stream` (target token ids).
+    `layer_ids` are the hidden_states indices the draft is trained on. Returns the trained
+    state (canonical names, embed_tokens excluded as trainers do), d2t, t2d and the curves."""
+    torch.manual_seed(recipe.seed)
+    gen = torch.Generator().manual_seed(recipe.seed)
+    d2t, t2d = vocab_tables(stream, cfg.Vd, cfg.vocab_size)
+    draft = Eagle3Draft(cfg, len(layer_ids))
+    draft.d2t.copy_(d2t)
+    draft.embed_tokens.weight.data.copy_(target.model.get_input_embeddings().weight.float())
+    draft.embed_tokens.weight.requires_grad_(False)   # frozen, as SafeAILab / SpecForge do
+    params = [p for p in draft.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    curve, start = [], time.time()
+    for step in range(recipe.steps):
+        tokens = _batch(stream, recipe, gen)
+        with torch.no_grad():
+            out = target.forward_hidden(tokens)
+            feats = torch.cat([out.state(i, final="pre_norm") for i in layer_ids], -1).float()
+            target_logits = out.logits.float()
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, recipe)
+        loss, accs = ttt_loss(ttt_logits(draft, tokens, feats, recipe.ttt_steps),
+                              target_logits, t2d, recipe.step_decay)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 0.5)
+        opt.step()
+        if step % 50 == 0 or step == recipe.steps - 1:
+            curve.append({"step": step, "loss": round(float(loss), 4),
+                          "acc": [round(a, 4) for a in accs]})
+            if log:
+                log(f"draft step {step}: loss {float(loss):.3f} acc {[round(a, 3) for a in accs]}"
+                    f" ({time.time() - start:.0f}s)")
+    state = {k: v.detach().clone() for k, v in draft.state_dict().items()
+             if k not in ("inv_freq", "embed_tokens.weight")}
+    state["t2d"] = t2d
+    return {"state": state, "curve": curve, "recipe": asdict(recipe),
+            "seconds": round(time.time() - start, 1), "layer_ids": list(layer_ids)}
+
+
+def _batch(stream: torch.Tensor, r: DraftRecipe, gen: torch.Generator) -> torch.Tensor:
+    starts = torch.randint(0, len(stream) - r.seq_len - 1, (r.batch,), generator=gen)
+    return torch.stack([stream[s:s + r.seq_len] for s in starts.tolist()])
