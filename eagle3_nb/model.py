@@ -93,9 +93,8 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor)
 
 @dataclass
 class LayerCache:
-    keys: torch.Tensor | None = None       # [B, nkv, S, hd]
+    keys: torch.Tensor | None = None       # [B, nkv, S, hd], RoPE already applied
     values: torch.Tensor | None = None
-    positions: torch.Tensor | None = None  # [B, S]
 
 
 @dataclass
@@ -112,7 +111,6 @@ class DraftCache:
         for c in self.layers:
             if c.keys is not None:
                 c.keys, c.values = c.keys[:, :, :length], c.values[:, :, :length]
-                c.positions = c.positions[:, :length]
 
 
 class Attention(nn.Module):
@@ -138,16 +136,17 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q = apply_rope(q.transpose(1, 2), positions, inv_freq)
         k = apply_rope(k.transpose(1, 2), positions, inv_freq)
-        key_pos = positions
         if cache is not None:
             if cache.keys is not None:
                 k = torch.cat([cache.keys, k], 2)
                 v = torch.cat([cache.values, v], 2)
-                key_pos = torch.cat([cache.positions, positions], 1)
-            cache.keys, cache.values, cache.positions = k, v, key_pos
+            cache.keys, cache.values = k, v
         groups = self.nh // self.nkv
         k, v = k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1)
-        visible = key_pos[:, None, None, :] <= positions[:, None, :, None]  # causal by position
+        # causal by order in the sequence; positions only rotate (they may restart or repeat)
+        past = k.shape[2] - T
+        visible = (torch.arange(k.shape[2], device=x.device)[None, :]
+                   <= torch.arange(past, past + T, device=x.device)[:, None])
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=visible)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, self.nh * self.hd))
 
