@@ -93,3 +93,33 @@ def _stats_digest(stats: dict[str, Any]) -> dict[str, Any]:
     return {"scanned": len(rows), "skipped": list(stats.get("skipped", [])),
             "nan_or_inf": [n for n, s in rows.items() if s.get("n_nan") or s.get("n_inf")],
             "scanned_bytes": stats.get("scanned_bytes"), "budget_bytes": stats.get("budget_bytes")}
+
+
+def vocab_summary(data: dict[str, Any], notebook: str = "02_d2t_mapping") -> dict[str, Any]:
+    """The summary.json of notebook 02 from a `check_vocab` dict: format, validity, evidence,
+    findings, per-engine wrong / out-of-range counts, corpus coverage."""
+    findings = data.get("findings", [])
+    return {
+        "summary_version": SUMMARY_VERSION,
+        "notebook": notebook,
+        "checkpoint": data.get("checkpoint"),
+        "format": data.get("format"),
+        "valid": data.get("valid"),
+        "draft_vocab_size": data.get("draft_vocab_size"),
+        "target_vocab_size": data.get("target_vocab_size"),
+        "n_out_of_range": data.get("n_out_of_range"),
+        "n_duplicates": data.get("n_duplicates"),
+        "t2d_agrees": data.get("t2d_agrees"),
+        "evidence": list(data.get("evidence", [])),
+        "problems": list(data.get("problems", [])),
+        "codes": [f["code"] for f in findings],
+        "n_errors": sum(f["severity"] == "error" for f in findings),
+        "n_warnings": sum(f["severity"] == "warning" for f in findings),
+        "findings": [{k: f.get(k) for k in ("code", "severity", "engine", "message", "evidence")}
+                     for f in findings],
+        "engines": {e["profile"]: {"param": e.get("param"), "n_wrong": e.get("n_wrong"),
+                                   "n_out_of_range": e.get("n_out_of_range")}
+                    for e in data.get("engines", [])},
+        "coverage": data.get("coverage"),
+        "tokenizer": data.get("tokenizer"),
+    }

@@ -576,12 +576,27 @@ def build_samples(out_dir: Path) -> None:
     (drafts / "README.md").write_text(readme(), encoding="utf-8")
 
 
+def train_real_samples(out_dir: Path = DEFAULT_OUT, steps: int | None = None) -> dict[str, Any]:
+    """The trained samples (`--train`, minutes on 2 CPU cores, separate from the fast default build):
+    a BPE tokenizer and a tiny Llama target in out_dir/target/ (model.safetensors, tokenizer.json,
+    training.json, config.json as the default build writes it) and out_dir/prompts.jsonl.
+    Recipe and its parameters: eagle3_nb.training."""
+    from .training import train_samples
+    return train_samples(Path(out_dir), steps=steps)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m eagle3_nb.samples",
                                      description="Build the sample target config and drafts.")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help=f"output directory (default: {DEFAULT_OUT})")
+    parser.add_argument("--train", action="store_true",
+                        help="instead of the fast build, train the tokenizer and tiny target and "
+                             "write held-out prompts (several minutes on 2 CPU cores)")
     args = parser.parse_args(argv)
+    if args.train:
+        train_real_samples(args.out)
+        return
     build_samples(args.out)
     size = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
     print(f"wrote {len(VARIANTS)} drafts and the target config to {args.out} ({size} bytes)")

@@ -45,3 +45,30 @@ def engine_explorer(data: dict[str, Any], engine: str = "all"):
     pick.observe(refresh, names="value")
     problems.observe(refresh, names="value")
     return w.VBox([w.HBox([pick, problems]), view])
+
+
+LOOKUP_HINT = ('<div style="color:#656d76;font-size:12px">type a draft id (<code>d:12</code>), a '
+               'target id (<code>t:1786</code>), a bare number (both) or a token string (needs a '
+               'tokenizer; quote a token that is a number: <code>\'42\'</code>), then Enter</div>')
+
+
+def vocab_lookup(mapping, tokenizer=None, query: str = ""):
+    """A Text box and the answer below it: which target a draft id maps to and which draft id
+    maps to a target id or token string, under each reading of d2t, and whether t2d keeps it.
+    Re-renders `viz.vocab.lookup_html` on Enter."""
+    import ipywidgets as w
+
+    from .viz.vocab import lookup_html
+
+    box = w.Text(value=query, placeholder="d:12, t:1786, 42 or a token string",
+                 description="look up", continuous_update=False,
+                 layout=w.Layout(width="420px"))
+    view = w.HTML()
+
+    def refresh(_change=None) -> None:
+        q = box.value.strip()
+        view.value = str(lookup_html(mapping, q, tokenizer)) if q else LOOKUP_HINT
+
+    box.observe(refresh, names="value")
+    refresh()
+    return w.VBox([box, view])

@@ -9,7 +9,7 @@ logits / fed-back features / chain drafts are compared with the reference to 1e-
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest

@@ -22,6 +22,9 @@ MAX_CELL_LINES = 12  # "a cell longer than ~10 lines is a missing function"
 NB01_PARAMS = {"checkpoint": "str", "engine": "str", "target_config": "str", "stats": "bool",
                "interactive": "bool", "plotly_renderer": "str", "output_dir": "str"}
 SAMPLES_01 = ["layers0-flat", "good", "prefix-draft-model", "nan-head"]
+NB02 = NOTEBOOKS_DIR / "02_d2t_mapping.ipynb"
+NB02_PARAMS = {"checkpoint": "str", "tokenizer": "str", "corpus": "str", "interactive": "bool",
+               "plotly_renderer": "str", "output_dir": "str"}
 
 ids = [nb.stem for nb in NOTEBOOKS]
 
@@ -84,6 +87,29 @@ def test_papermill_help_notebook_lists_the_parameters():
         assert f"{name}: {type_name}" in proc.stdout
     assert "draft checkpoint directory" in proc.stdout
     assert "where summary.json goes" in proc.stdout
+
+
+def test_notebook_02_parameters_and_help():
+    import papermill as pm
+
+    assert NB02 in NOTEBOOKS
+    params = pm.inspect_notebook(str(NB02))
+    assert {n: p["inferred_type_name"] for n, p in params.items()} == NB02_PARAMS
+    assert params["checkpoint"]["default"] == '"../data_samples/drafts/good"'
+    assert params["tokenizer"]["default"] == params["corpus"]["default"] == '""'
+    proc = subprocess.run([sys.executable, "-m", "papermill", "--help-notebook", str(NB02)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for name, type_name in NB02_PARAMS.items():
+        assert f"{name}: {type_name}" in proc.stdout
+    assert "draft checkpoint directory" in proc.stdout and "tokenizer.json" in proc.stdout
+    assert "where summary.json goes" in proc.stdout
+
+
+def test_notebook_02_widget_cell_is_tagged_and_alone():
+    cells = [c for c in _read(NB02).cells if "vocab_lookup(" in c.source]
+    assert len(cells) == 1 and "nbval-ignore-output" in cells[0].metadata.get("tags", [])
+    assert cells[0].source.startswith("if interactive:")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
@@ -218,6 +244,123 @@ def test_run_notebook_reports_the_failing_cell(tmp_path):
     with pytest.raises(ReportError, match=r"CheckpointError|ConfigError|Eagle3NbError|Error"):
         run_notebook(NB01, tmp_path, {"checkpoint": str(tmp_path / "nope"), "stats": False,
                                       "interactive": False})
+
+
+# ----------------------------------------------------------------------------- notebook 02
+
+_runs02: dict[str, dict] = {}
+
+
+def _good_kept_ids():
+    import numpy as np
+
+    from eagle3_nb.checkpoint import Checkpoint
+    from eagle3_nb.config import parse_config
+    from eagle3_nb.vocab import VocabMapping
+
+    ckpt = Checkpoint.open(DRAFTS / "good")
+    t2d = VocabMapping.from_checkpoint(ckpt, parse_config(ckpt.config_raw)).t2d
+    return np.flatnonzero(t2d).tolist(), np.flatnonzero(~t2d).tolist()
+
+
+def run_02(case: str, tmp_path_factory) -> dict:
+    """Notebook 02, once per case per session: "good" (widget on), "d2t-absolute", and
+    "good-corpus" (good with a tokenizer and a text corpus where 3 of every 4 tokens are kept)."""
+    if case in _runs02:
+        return _runs02[case]
+    from eagle3_nb.report import run_notebook
+    from test_viz_vocab import EVIL_ID, NUMBER_ID, UNK_ID, write_tokenizer
+
+    if not (DRAFTS / "good").is_dir():
+        pytest.skip("bundled samples not built (make samples)")
+    out = tmp_path_factory.mktemp(f"nb02-{case}")
+    sample = "good" if case.startswith("good") else case
+    params = {"checkpoint": str(DRAFTS / sample), "interactive": case == "good",
+              "output_dir": str(out)}
+    if case == "good-corpus":
+        tok = write_tokenizer(out / "tok")
+        kept, dropped = _good_kept_ids()
+        kept = [i for i in kept if i not in (EVIL_ID, NUMBER_ID)][:30]
+        dropped = [i for i in dropped if i != UNK_ID][:10]
+        lines = [json.dumps({"text": " ".join(f"tok{i}" for i in (kept[3 * j], kept[3 * j + 1],
+                                                                   kept[3 * j + 2], dropped[j]))})
+                 for j in range(10)]
+        corpus = out / "corpus.jsonl"
+        corpus.write_text("\n".join(lines) + "\n")
+        params.update(tokenizer=str(tok.parent), corpus=str(corpus))
+    executed = run_notebook(NB02, out, params)
+    result = {"executed": executed, "out": out,
+              "data": json.loads((out / "summary.json").read_text())}
+    _runs02[case] = result
+    return result
+
+
+@pytest.mark.notebook
+def test_notebook_02_good_is_valid_offsets(tmp_path_factory):
+    s = run_02("good", tmp_path_factory)["data"]
+    assert s["notebook"] == "02_d2t_mapping"
+    assert Path(s["checkpoint"]) == (DRAFTS / "good").resolve()
+    assert s["format"] == "offset" and s["valid"] is True and s["t2d_agrees"] is True
+    assert s["codes"] == [] and s["coverage"] is None
+    assert s["engines"] and all(e["n_wrong"] == 0 and e["n_out_of_range"] == 0
+                                for e in s["engines"].values())
+    assert set(_expectations()["engines"]) <= set(s["engines"])
+
+
+@pytest.mark.notebook
+def test_notebook_02_absolute_is_not_valid(tmp_path_factory):
+    s = run_02("d2t-absolute", tmp_path_factory)["data"]
+    assert s["format"] == "absolute" and s["valid"] is False
+    assert "D2T_ABSOLUTE" in s["codes"] and s["n_out_of_range"] == 32
+    assert s["engines"]["sglang==0.5.9"] == {"param": "hot_token_id", "n_wrong": 255,
+                                             "n_out_of_range": 32}
+    assert s["engines"]["vllm==0.33"]["param"] == "draft_id_to_target_id"
+    assert any("equals nonzero(t2d)" in e for e in s["evidence"])
+
+
+@pytest.mark.notebook
+def test_notebook_02_with_tokenizer_and_corpus_reports_coverage(tmp_path_factory):
+    run = run_02("good-corpus", tmp_path_factory)
+    s = run["data"]
+    assert s["format"] == "offset" and s["valid"] is True
+    assert s["coverage"] == {"intended": 0.75, "as_engines_read_it": 0.75, "n_tokens": 40}
+    assert s["codes"] == ["LOW_VOCAB_COVERAGE"] and s["tokenizer"]
+    outputs = json.dumps([c.get("outputs", []) for c in _read(run["executed"]).cells])
+    assert "&#x27;tok5&#x27;" in outputs and "75.0%" in outputs
+
+
+@pytest.mark.notebook
+def test_notebook_02_widget_cell_runs_headless(tmp_path_factory):
+    nb = _read(run_02("good", tmp_path_factory)["executed"])
+    cell = [c for c in nb.cells if "vocab_lookup(" in c.source][0]
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {})
+               for o in cell.outputs)
+    nb = _read(run_02("d2t-absolute", tmp_path_factory)["executed"])
+    assert [c for c in nb.cells if "vocab_lookup(" in c.source][0].outputs == []
+
+
+@pytest.mark.notebook
+def test_notebook_02_html_report_is_offline_with_the_figure(tmp_path_factory):
+    from eagle3_nb.report import render_html
+    from test_viz_vocab import EVIL
+
+    for case, words in (("good-corpus", ("VALID for every engine", "75.0%")),
+                        ("d2t-absolute", ("NOT VALID", "outside [0, 512)"))):
+        run = run_02(case, tmp_path_factory)
+        html = render_html(run["executed"], run["out"] / "02.html").read_text(encoding="utf-8")
+        assert "plotly-graph-div" in html and html.count("Plotly.newPlot") == 1
+        tags = [t.split(">", 1)[0] for t in html.split("<script")[1:]]
+        assert not [t for t in tags if "src=" in t and "http" in t]
+        assert 'src="https://cdn.plot.ly' not in html and "widget-state" not in html
+        assert len(html) > 3_000_000  # plotly.js embedded
+        for w in words:
+            assert w in html, (case, w)
+        assert EVIL not in html  # a tokenizer's script-tag token stays text
+        if case == "good-corpus":
+            assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    html = render_html(run_02("good", tmp_path_factory)["executed"],
+                       run_02("good", tmp_path_factory)["out"] / "02.html").read_text()
+    assert "interactive widget: needs a live kernel" in html and "VBox(children" not in html
 
 
 # ----------------------------------------------------------------------------- nbval
