@@ -1,0 +1,378 @@
+"""Measure a running SGLang or vLLM server: send prompts, read back its speculative figures.
+
+This is how a target too big for one machine is measured: the serving engine is the distributed
+runtime, the kit only reads it. Standard library only (``urllib``); every request has a timeout
+and a bounded number of retries; the base URL is always given by the caller (no default host).
+
+* SGLang: ``POST /generate`` with ``{"text": ..., "sampling_params": {"temperature": 0,
+  "max_new_tokens": N}}`` per prompt; each response's ``meta_info`` is read with
+  :func:`eagle3_nb.metrics.parse_sglang_meta_info` (every documented version's names); then
+  ``GET /get_server_info`` (falling back to ``/server_info``) for the server's settings and
+  lifetime ``avg_spec_accept_length`` (kept in ``details``, not mixed into your figures).
+* vLLM: ``GET /metrics`` before, OpenAI ``POST /v1/completions`` (temperature 0, ``max_tokens``)
+  per prompt, ``GET /metrics`` after; the figures come from the **difference** of the spec-decode
+  counters, so only these requests count (unless other clients use the server at the same time).
+
+Connection refused, timeouts, HTTP errors and non-JSON answers raise :class:`ServingError`, an
+:class:`~eagle3_nb.errors.Eagle3NbError`, naming the URL.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from .errors import Eagle3NbError
+from .metrics import (MetricsFormatError, ObservedMetrics, VLLMSpecCounters, parse_prometheus,
+                      parse_sglang_meta_info, parse_sglang_server_info,
+                      summarize_sglang_requests, vllm_spec_counters)
+
+__all__ = ["ServingError", "HttpClient", "measure_sglang", "measure_vllm", "measure_server",
+           "sglang_server_info"]
+
+_RETRY_STATUS = (502, 503, 504)
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class ServingError(Eagle3NbError):
+    """The server could not be reached or answered something the kit cannot use."""
+
+
+def _check_base_url(base_url: str) -> str:
+    if not isinstance(base_url, str) or not base_url.strip():
+        raise ServingError("no server URL given", None,
+                           "pass the server's base URL, e.g. http://HOST:30000 for SGLang or "
+                           "http://HOST:8000 for vLLM")
+    url = base_url.strip().rstrip("/")
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ServingError(f"server URL {base_url!r} is not http(s)://HOST[:PORT]", None,
+                           "give the scheme, host and port, e.g. http://10.0.0.5:30000")
+    return url
+
+
+@dataclass
+class HttpResponse:
+    status: int
+    body: bytes
+    url: str
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            excerpt = self.body[:200].decode("utf-8", errors="replace")
+            raise ServingError(f"answer is not JSON: {excerpt!r}", self.url,
+                               "is this the right server and port?") from None
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+
+class HttpClient:
+    """A tiny JSON-over-HTTP client with timeouts and bounded retries.
+
+    Retries (``retries`` extra attempts, exponential ``backoff`` seconds) happen on connection
+    errors, timeouts and HTTP 502/503/504; other HTTP errors fail at once. Loopback hosts are
+    reached directly; other hosts follow the environment's proxy settings (urllib's default).
+    """
+
+    def __init__(self, base_url: str, *, timeout: float = 120.0, retries: int = 2,
+                 backoff: float = 0.5, headers: dict[str, str] | None = None):
+        self.base_url = _check_base_url(base_url)
+        if timeout <= 0:
+            raise ServingError(f"timeout must be positive, got {timeout}")
+        self.timeout = float(timeout)
+        self.retries = max(0, int(retries))
+        self.backoff = max(0.0, float(backoff))
+        self.headers = dict(headers or {})
+        host = urllib.parse.urlsplit(self.base_url).hostname
+        handlers = [urllib.request.ProxyHandler({})] if host in _LOOPBACK else []
+        self._opener = urllib.request.build_opener(*handlers)
+
+    def url(self, path: str) -> str:
+        return self.base_url + "/" + path.lstrip("/")
+
+    def request(self, method: str, path: str, payload: Any = None, *,
+                ok_404: bool = False) -> HttpResponse:
+        url = self.url(path)
+        data = None
+        headers = {"Accept": "application/json, text/plain;q=0.9", **self.headers}
+        if payload is not None:
+            data = json.dumps(payload).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        last: str = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * (2 ** (attempt - 1)))
+            req = urllib.request.Request(url, data=data, headers=headers, method=method)
+            try:
+                with self._opener.open(req, timeout=self.timeout) as resp:
+                    return HttpResponse(resp.status, resp.read(), url)
+            except urllib.error.HTTPError as e:
+                body = b""
+                try:
+                    body = e.read()
+                except Exception:  # noqa: BLE001 - the status is what matters
+                    pass
+                if e.code == 404 and ok_404:
+                    return HttpResponse(404, body, url)
+                excerpt = body[:300].decode("utf-8", errors="replace").strip()
+                last = f"HTTP {e.code} {e.reason}" + (f": {excerpt}" if excerpt else "")
+                if e.code in _RETRY_STATUS and attempt < self.retries:
+                    continue
+                raise ServingError(f"{method} answered {last}", url, _http_hint(e.code)) from None
+            except urllib.error.URLError as e:
+                reason = e.reason
+                if isinstance(reason, ConnectionRefusedError):
+                    last = "connection refused"
+                elif isinstance(reason, (socket.timeout, TimeoutError)):
+                    last = f"timed out after {self.timeout:g} s"
+                elif isinstance(reason, socket.gaierror):
+                    raise ServingError(f"cannot resolve the host ({reason})", url,
+                                       "check the server URL") from None
+                else:
+                    last = f"cannot connect ({reason})"
+            except (socket.timeout, TimeoutError):
+                last = f"timed out after {self.timeout:g} s"
+            except (ConnectionError, http.client.HTTPException, OSError) as e:
+                last = f"connection failed ({type(e).__name__}: {e})"
+        tries = self.retries + 1
+        raise ServingError(f"{method} failed after {tries} attempt(s): {last}", url,
+                           "is the server running and listening on that host and port?")
+
+    def get_json(self, path: str) -> Any:
+        return self.request("GET", path).json()
+
+    def post_json(self, path: str, payload: Any) -> Any:
+        return self.request("POST", path, payload).json()
+
+
+def _http_hint(code: int) -> str:
+    if code == 404:
+        return "wrong endpoint: is this an SGLang (/generate) or vLLM (/v1/completions) server?"
+    if code in (401, 403):
+        return "the server wants an API key (api_key=)"
+    if code == 400:
+        return "the server rejected the request; check the model name and prompt"
+    return "see the server's log"
+
+
+def _prompt_list(prompts: Any) -> list[str | list[int]]:
+    if isinstance(prompts, (str, bytes)):
+        prompts = [prompts]
+    out = list(prompts)
+    if not out:
+        raise ServingError("no prompts to send")
+    for i, p in enumerate(out):
+        ok = isinstance(p, str) or (isinstance(p, list) and p and all(
+            isinstance(t, int) and not isinstance(t, bool) for t in p))
+        if not ok:
+            raise ServingError(f"prompt {i} is {type(p).__name__}: expected a string or a "
+                               "non-empty list of token ids")
+    return out
+
+
+def _check_max_tokens(n: int, name: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ServingError(f"{name} must be a positive integer, got {n!r}")
+    return n
+
+
+# ------------------------------------------------------------------------------------------------
+# SGLang
+
+
+def sglang_server_info(client: HttpClient) -> tuple[dict[str, Any] | None, str | None]:
+    """``GET /get_server_info``, else ``/server_info`` (older servers). Returns (JSON, path) or
+    (None, None) when neither endpoint exists."""
+    for path in ("/get_server_info", "/server_info"):
+        resp = client.request("GET", path, ok_404=True)
+        if resp.status == 404:
+            continue
+        data = resp.json()
+        if not isinstance(data, dict):
+            raise ServingError(f"{path} answered {type(data).__name__}, expected an object",
+                               resp.url)
+        return data, path
+    return None, None
+
+
+def measure_sglang(base_url: str, prompts: Iterable[str | list[int]], max_new_tokens: int = 64,
+                   *, version: str | None = None, timeout: float = 120.0, retries: int = 2,
+                   backoff: float = 0.5, sampling_params: dict[str, Any] | None = None,
+                   server_info: bool = True, api_key: str | None = None) -> ObservedMetrics:
+    """Send each prompt to SGLang's native ``/generate`` (greedy) and pool the ``meta_info``
+    figures. A prompt may be a string (``text``) or a list of token ids (``input_ids``).
+
+    Returns :class:`~eagle3_nb.metrics.ObservedMetrics` with ``per_request`` filled (one
+    :class:`~eagle3_nb.metrics.RequestSpecStats` dict per prompt, plus its ``prompt_index``).
+    """
+    max_new_tokens = _check_max_tokens(max_new_tokens, "max_new_tokens")
+    plist = _prompt_list(prompts)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    client = HttpClient(base_url, timeout=timeout, retries=retries, backoff=backoff,
+                        headers=headers)
+    params = {"temperature": 0, "max_new_tokens": max_new_tokens, **(sampling_params or {})}
+    stats = []
+    for i, prompt in enumerate(plist):
+        body = {"sampling_params": params}
+        body["input_ids" if isinstance(prompt, list) else "text"] = prompt
+        data = client.post_json("/generate", body)
+        where = f"{client.url('/generate')} (prompt {i})"
+        if isinstance(data, list) and len(data) == 1:
+            data = data[0]
+        if not isinstance(data, dict) or "meta_info" not in data:
+            keys = sorted(data)[:10] if isinstance(data, dict) else type(data).__name__
+            raise ServingError(f"answer has no meta_info ({keys}): not an SGLang /generate "
+                               "response", where, "is this an SGLang server?")
+        try:
+            stats.append(parse_sglang_meta_info(data, version))
+        except MetricsFormatError as e:
+            raise ServingError(e.what, where, e.todo) from None
+    obs = summarize_sglang_requests(stats, source=f"SGLang /generate at {client.base_url}")
+    for i, rec in enumerate(obs.per_request or []):
+        rec["prompt_index"] = i
+    obs.details["max_new_tokens"] = max_new_tokens
+    if server_info:
+        info, path = sglang_server_info(client)
+        if info is None:
+            obs.notes.append("neither /get_server_info nor /server_info exists on this server")
+        else:
+            obs.details["server_info_path"] = path
+            try:
+                srv = parse_sglang_server_info(info, f"SGLang {path}")
+                obs.details["server"] = srv.details.get("server", {})
+                obs.details["server_avg_spec_accept_length"] = srv.mean_accept_length
+                obs.notes.append(f"server lifetime avg_spec_accept_length "
+                                 f"{srv.mean_accept_length:.3f} (all requests since start) is in "
+                                 "details; the headline figures are your requests only")
+                obs.notes.extend(n for n in srv.notes if "EAGLE3" in n)
+                if srv.version_detected:
+                    obs.details["server_version"] = srv.version_detected
+            except MetricsFormatError as e:
+                obs.notes.append(f"server info not usable: {e.what}")
+    return obs
+
+
+# ------------------------------------------------------------------------------------------------
+# vLLM
+
+
+def _vllm_model(client: HttpClient) -> str:
+    data = client.get_json("/v1/models")
+    models = [m.get("id") for m in (data.get("data") or [])] if isinstance(data, dict) else []
+    models = [m for m in models if isinstance(m, str)]
+    if len(models) == 1:
+        return models[0]
+    if not models:
+        raise ServingError("/v1/models lists no model", client.url("/v1/models"),
+                           "pass model= explicitly")
+    raise ServingError(f"the server serves several models {models}", client.url("/v1/models"),
+                       "pass model= to choose one")
+
+
+def _scrape(client: HttpClient, model: str | None) -> VLLMSpecCounters | None:
+    resp = client.request("GET", "/metrics")
+    try:
+        samples = parse_prometheus(resp.text())
+    except MetricsFormatError as e:
+        raise ServingError(f"/metrics is not Prometheus text: {e.one_line()}", resp.url) from None
+    if not any(s.name.startswith("vllm:spec_decode_") for s in samples):
+        if not any(s.name.startswith("vllm:") for s in samples):
+            raise ServingError("/metrics has no vllm:* metric: not a vLLM server (or metrics "
+                               "are disabled)", resp.url)
+        return None
+    try:
+        return vllm_spec_counters(samples, model)
+    except MetricsFormatError as e:
+        raise ServingError(e.what, resp.url, e.todo) from None
+
+
+def measure_vllm(base_url: str, prompts: Iterable[str | list[int]], max_tokens: int = 64, *,
+                 model: str | None = None, api_key: str | None = None, timeout: float = 120.0,
+                 retries: int = 2, backoff: float = 0.5, settle_polls: int = 3,
+                 settle_s: float = 0.5, num_speculative_tokens: int | None = None
+                 ) -> ObservedMetrics:
+    """Scrape ``/metrics``, send each prompt to ``/v1/completions`` (temperature 0), scrape again,
+    and compute the figures from the counter difference. If the counters have not moved yet the
+    scrape is retried ``settle_polls`` times, ``settle_s`` apart; still nothing raises (no draft
+    counted: speculative decoding looks off). ``model`` defaults to the only model of
+    ``/v1/models``."""
+    max_tokens = _check_max_tokens(max_tokens, "max_tokens")
+    plist = _prompt_list(prompts)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    client = HttpClient(base_url, timeout=timeout, retries=retries, backoff=backoff,
+                        headers=headers)
+    if model is None:
+        model = _vllm_model(client)
+    before = _scrape(client, model)
+    completion_tokens = 0
+    for i, prompt in enumerate(plist):
+        data = client.post_json("/v1/completions", {"model": model, "prompt": prompt,
+                                                    "max_tokens": max_tokens, "temperature": 0})
+        if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
+            raise ServingError("answer has no choices: not an OpenAI completions response",
+                               f"{client.url('/v1/completions')} (prompt {i})")
+        usage = data.get("usage") or {}
+        if isinstance(usage.get("completion_tokens"), int):
+            completion_tokens += usage["completion_tokens"]
+    after = None
+    diff = None
+    for poll in range(max(0, int(settle_polls)) + 1):
+        if poll:
+            time.sleep(settle_s)
+        after = _scrape(client, model)
+        if after is None:
+            continue
+        base = before or VLLMSpecCounters(0.0 if after.num_drafts is not None else None, 0.0, 0.0,
+                                          [0.0] * len(after.accepted_per_pos or []),
+                                          after.model_name, after.legacy_v0)
+        try:
+            diff = after.minus(base)
+        except MetricsFormatError as e:
+            raise ServingError(e.what, client.url("/metrics"), e.todo) from None
+        if diff.num_draft_tokens > 0:
+            break
+    murl = client.url("/metrics")
+    if after is None:
+        raise ServingError("/metrics has no vllm:spec_decode_* counter after the requests: "
+                           "speculative decoding looks off", murl,
+                           "start vLLM with --speculative-config")
+    assert diff is not None
+    if diff.num_draft_tokens <= 0:
+        raise ServingError(f"no draft token counted for these {len(plist)} request(s): "
+                           "speculative decoding looks off", murl,
+                           "check --speculative-config and that the draft loaded")
+    try:
+        obs = diff.to_observed(f"vLLM /v1/completions + /metrics difference at {client.base_url}",
+                               num_speculative_tokens)
+    except MetricsFormatError as e:
+        raise ServingError(e.what, murl, e.todo) from None
+    obs.n_requests = len(plist)
+    obs.details.update({"model": model, "max_tokens": max_tokens,
+                        "completion_tokens": completion_tokens})
+    if before is None:
+        obs.notes.append("no spec counters before the requests; counted from zero")
+    obs.notes.append("counts are the /metrics difference around these requests; other clients "
+                     "using the server at the same time would be counted too")
+    return obs
+
+
+def measure_server(engine: str, base_url: str, prompts: Sequence[str | list[int]],
+                   max_new_tokens: int = 64, **kwargs: Any) -> ObservedMetrics:
+    """``engine`` = ``"sglang"`` or ``"vllm"``; the rest goes to :func:`measure_sglang` /
+    :func:`measure_vllm` (``max_new_tokens`` is vLLM's ``max_tokens``)."""
+    e = str(engine).lower()
+    if e == "sglang":
+        return measure_sglang(base_url, prompts, max_new_tokens, **kwargs)
+    if e == "vllm":
+        return measure_vllm(base_url, prompts, max_new_tokens, **kwargs)
+    raise ServingError(f"engine {engine!r} is not one of sglang, vllm")
