@@ -182,6 +182,9 @@ def check_vocab(path: str | Path, tokenizer: str | Path | None = None,
         cov = {"intended": coverage(mapping.intended_ids, counts),
                "as_engines_read_it": coverage(mapping.engine_ids(profiles[0]), counts),
                "n_tokens": int(counts.sum())}
+        if mapping.readings:  # evidence for an ambiguous table: real text favours one reading
+            cov["per_reading"] = {name: coverage(r.ids, counts)
+                                  for name, r in mapping.readings.items()}
         findings += coverage_finding(cov["intended"] if cov["intended"] is not None
                                      else cov["as_engines_read_it"])
     offsets = mapping.readings.get("offsets")

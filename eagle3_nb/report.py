@@ -26,7 +26,8 @@ from .errors import Eagle3NbError
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
 SAMPLES = REPO / "data_samples"
-PATH_PARAMETERS = ("checkpoint", "target_config", "output_dir")  # resolved against the caller's cwd
+PATH_PARAMETERS = ("checkpoint", "target_config", "output_dir", "tokenizer", "corpus", "target",
+                   "prompts", "hidden_states")  # resolved against the caller's cwd
 SUMMARY_NAME = "summary.json"
 
 # Every <script src="http(s)://..."></script> that survives in a report would be fetched from the

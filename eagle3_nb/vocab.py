@@ -203,10 +203,13 @@ class VocabMapping:
             return np.arange(self.draft_vocab_size)
         return None
 
-    def engine_ids(self, profile) -> np.ndarray:
-        """Target id per draft id as the engine computes it from the stored table."""
+    def engine_ids(self, profile) -> np.ndarray | None:
+        """Target id per draft id as the engine computes it from the stored table; None when
+        the table is unusable (wrong dtype or length: the engine fails or indexes garbage)."""
         if self.d2t is None:
             return np.arange(self.draft_vocab_size)
+        if not self.readings:
+            return None
         return self.readings["offsets"].ids if profile.d2t_reading == "offsets" else self.d2t
 
     def engine_view(self, profiles: Iterable) -> list[dict[str, Any]]:
@@ -214,11 +217,14 @@ class VocabMapping:
         rows = []
         for p in profiles:
             ids = self.engine_ids(p)
-            out = int(((ids < 0) | (ids >= self.vocab_size)).sum())
-            n_wrong = None if intended is None else int((ids != intended).sum())
-            rows.append({"engine": p.name, "version": p.version, "profile": p.key,
-                         "param": p.d2t_param, "n_out_of_range": out,
-                         "n_duplicates": int(len(ids) - len(np.unique(ids))), "n_wrong": n_wrong})
+            row = {"engine": p.name, "version": p.version, "profile": p.key,
+                   "param": p.d2t_param, "n_out_of_range": None, "n_duplicates": None,
+                   "n_wrong": None}
+            if ids is not None:
+                row.update(n_out_of_range=int(((ids < 0) | (ids >= self.vocab_size)).sum()),
+                           n_duplicates=int(len(ids) - len(np.unique(ids))),
+                           n_wrong=None if intended is None else int((ids != intended).sum()))
+            rows.append(row)
         return rows
 
     @property

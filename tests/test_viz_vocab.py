@@ -1,0 +1,474 @@
+"""Notebook 02's renderers (eagle3_nb.viz.vocab), its lookup widget and summary digest, on the
+bundled samples (good, d2t-absolute, d2t-missing) and on hand-built VocabMappings (ambiguous,
+out of range, repeated ids, unusable), asserted on the returned HTML, dicts and figures."""
+
+from __future__ import annotations
+
+import html as _html
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import DRAFTS
+from eagle3_nb.engines import resolve_engines
+from eagle3_nb.inspection import check_vocab
+from eagle3_nb.notebook_summary import vocab_summary
+from eagle3_nb.viz import vocab as vv
+from eagle3_nb.viz.html import HTMLString
+from eagle3_nb.vocab import VocabMapping, build_from_counts, load_tokenizer
+
+EVIL = "<script>alert(1)</script>"
+EVIL_ID = 3     # a kept target id of the good sample (draft id 3 -> target 3)
+NUMBER_ID = 42  # the token "42": looked up quoted
+UNK_ID = 511
+
+
+def write_tokenizer(path: Path, size: int = 512) -> Path:
+    """A WordLevel tokenizer over `size` tokens `tok{i}` (id 3 is a script tag, id 42 the token
+    "42", the last one [UNK]), split on whitespace, saved as tokenizer.json."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    names = {i: f"tok{i}" for i in range(size)}
+    names.update({EVIL_ID: EVIL, NUMBER_ID: "42", size - 1: "[UNK]"})
+    tok = Tokenizer(models.WordLevel({n: i for i, n in names.items()}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    path.mkdir(parents=True, exist_ok=True)
+    tok.save(str(path / "tokenizer.json"))
+    return path / "tokenizer.json"
+
+
+@pytest.fixture(scope="module")
+def tok(tmp_path_factory):
+    return load_tokenizer(write_tokenizer(tmp_path_factory.mktemp("tok")))
+
+
+_cache: dict[str, tuple[dict, VocabMapping]] = {}
+
+
+def sample(name: str) -> tuple[dict, VocabMapping]:
+    """(check_vocab dict, VocabMapping) of a bundled sample, cached."""
+    if name not in _cache:
+        path = DRAFTS / name
+        if not path.is_dir():
+            pytest.skip(f"bundled sample {name} not built (make samples)")
+        from eagle3_nb.checkpoint import Checkpoint
+        from eagle3_nb.config import parse_config
+
+        ckpt = Checkpoint.open(path)
+        _cache[name] = (check_vocab(path), VocabMapping.from_checkpoint(
+            ckpt, parse_config(ckpt.config_raw)))
+    return _cache[name]
+
+
+def data_of(m: VocabMapping) -> dict:
+    """The check_vocab dict for a hand-built mapping (every engine profile). A d2t that failed
+    the shape/dtype checks gets no engine rows (VocabMapping.engine_view raises KeyError on it)."""
+    profiles = resolve_engines(None)
+    off = m.readings.get("offsets")
+    view = m.engine_view(profiles) if (m.readings or m.d2t is None) else []
+    return {"checkpoint": "hand-built", "format": m.format, "valid": m.valid(profiles),
+            "draft_vocab_size": m.draft_vocab_size, "target_vocab_size": m.vocab_size,
+            "n_out_of_range": off.n_out_of_range if off else 0,
+            "n_duplicates": off.n_duplicates if off else 0, "t2d_agrees": m.t2d_agrees,
+            "evidence": m.evidence, "problems": m.problems,
+            "engines": [{k: r[k] for k in ("engine", "version", "profile", "param", "n_wrong",
+                                            "n_out_of_range")} for r in view],
+            "coverage": None, "findings": [f.to_json() for f in m.findings()], "tokenizer": None}
+
+
+def ambiguous() -> VocabMapping:
+    m = VocabMapping(4, 32, np.array([1, 3, 6, 10]), None)
+    assert m.format == "ambiguous"
+    return m
+
+
+def duplicated() -> VocabMapping:
+    m = VocabMapping(8, 32, np.array([0, 0, -1, 0, 0, 0, 0, 0]), None)  # offsets 0,1,1,3,...
+    assert m.format == "invalid"
+    return m
+
+
+def out_of_range() -> VocabMapping:
+    t2d = np.zeros(16, bool)
+    t2d[[0, 1, 2, 5]] = True
+    m = VocabMapping(4, 16, np.array([0, 0, 0, 20]), t2d)  # 3 + 20 = 23 >= 16
+    assert m.format == "invalid" and m.problems == ["neither reading agrees with t2d"]
+    return m
+
+
+class _Rows(HTMLParser):
+    """Table rows of an HTML string as lists of cell texts (entities decoded)."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.rows, self._row, self._cell = [], None, None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = ""
+        elif tag == "br" and self._cell is not None:
+            self._cell += "\n"
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._row.append(self._cell)
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            self.rows.append(self._row)
+            self._row = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+
+
+def rows_of(html: str) -> list[list[str]]:
+    p = _Rows()
+    p.feed(html)
+    return p.rows
+
+
+def first_cells(html: str) -> list[str]:
+    return [r[0].strip() for r in rows_of(html) if r]
+
+
+# ----------------------------------------------------------------------------- verdict
+
+def test_verdict_good_is_valid_with_checkable_evidence_first():
+    data, m = sample("good")
+    html = vv.verdict_html(data, m)
+    assert "VALID for every engine" in html and "d2t format: OFFSETS" in html
+    for line in data["evidence"]:
+        assert _html.escape(line) in html
+    assert html.index("Evidence") < html.index("Spot checks") < html.index("What to do")
+    # the seed story: leading zeros are right, and the view says so
+    k = int(np.flatnonzero(m.d2t)[0])
+    assert f"d2t[0:{k}] are all 0" in html and "not a sign of a bug" in html
+    assert f"t2d[0:{k}] is all True" in html
+    first = k + int(m.d2t[k])
+    assert f"t2d[{first}] = True" in html and "Nothing to fix" in html
+    assert "--fix-d2t" not in html
+
+
+def test_verdict_absolute_says_not_valid_and_how_to_repair():
+    data, m = sample("d2t-absolute")
+    html = vv.verdict_html(data, m)
+    assert "NOT VALID" in html and "ABSOLUTE IDS" in html and "D2T_ABSOLUTE" in html
+    assert "eagle3-nb convert SRC DST --fix-d2t" in html and "never modified" in html
+    assert f"224 + {m.d2t[224]}" in html and "outside [0, 512)" in html
+    assert "are all 0" not in html  # no "leading zeros are fine" note for an absolute table
+    assert html.index("Evidence") < html.index("Findings")
+
+
+def test_verdict_missing_and_ambiguous():
+    data, m = sample("d2t-missing")
+    html = vv.verdict_html(data, m)
+    assert "NOT VALID" in html and "MISSING" in html and "D2T_MISSING" in html
+    assert "draft id i as target id i" in html
+    amb = ambiguous()
+    html = vv.verdict_html(data_of(amb), amb)
+    assert "UNDECIDED" in html and "AMBIGUOUS" in html and "D2T_AMBIGUOUS" in html
+    assert "Change nothing on a guess" in html and "nothing in the file proves it" in html
+    assert "--fix-d2t" not in html
+
+
+def test_verdict_without_mapping_and_for_an_unusable_table():
+    data, _ = sample("good")
+    html = vv.verdict_html(data)
+    assert "VALID for every engine" in html and "Spot checks" not in html
+    bad = VocabMapping(4, 8, np.array([0.0, 0, 0, 9]), None)
+    html = vv.verdict_html(data_of(bad), bad)
+    assert "INVALID" in html and "dtype float64" in html
+    assert "not a usable table" in vv.entries_table_html(bad)
+    assert vv.lookup(bad, "1")["notes"][0].startswith("d2t is not a usable table")
+    assert len(vv.mapping_figure(bad).data) == 0
+
+
+# ----------------------------------------------------------------------------- entries
+
+def test_entries_good_lists_first_and_last_and_nothing_suspicious():
+    _, m = sample("good")
+    html = vv.entries_table_html(m, n_first=12)
+    ids = [c for c in first_cells(html) if c.isdigit()]
+    assert ids == [str(i) for i in range(12)] + ["255"]
+    assert "0 suspicious entries of 256" in html and "the trainer&#x27;s intent" in html
+    assert "243 entries not listed" in html
+
+
+def test_entries_absolute_lists_every_out_of_range_draft_id():
+    _, m = sample("d2t-absolute")
+    assert set(range(224, 256)) <= set(vv.suspicious_entries(m))
+    html = vv.entries_table_html(m)
+    rows = {r[0].strip(): r for r in rows_of(html) if r and r[0].strip().isdigit()}
+    for i in range(224, 256):
+        row = rows[str(i)]
+        assert str(i + int(m.d2t[i])) in row[2] and "outside [0, 512)" in row[2]
+        assert row[3].strip() == str(int(m.d2t[i]))  # the absolute reading, the trainer's intent
+        assert "outside [0, 512)" in row[-1] and "the trainer meant" in row[-1]
+    assert "out of range / yes" in [r[4] for r in rows.values()]
+    assert "255 suspicious entries of 256; the 40 most serious listed" in html
+
+
+def test_entries_hand_built_duplicates_and_out_of_range():
+    m = duplicated()
+    sus = vv.suspicious_entries(m)
+    assert "as offsets: target 1 repeats draft id 1's" in sus[2]
+    assert any("as absolute: d2t[i] = -1 is outside [0, 32)" in r for r in sus[2])
+    assert any("d2t[2] = -1 < d2t[1] = 0" in r for r in sus[2])
+    html = vv.entries_table_html(m)
+    assert "repeats draft id 1&#x27;s" in html
+    m = out_of_range()
+    sus = vv.suspicious_entries(m)
+    assert list(sus)[0] == 3 and "as offsets: i + d2t[i] = 23 is outside [0, 16)" in sus[3]
+    html = vv.entries_table_html(m)
+    row = [r for r in rows_of(html) if r and r[0].strip() == "3"][0]
+    assert "23" in row[2] and "outside" in row[2]
+
+
+def test_entries_missing_without_t2d():
+    _, m = sample("d2t-missing")
+    html = vv.entries_table_html(m)
+    assert "no d2t: i" in html and "no t2d in the checkpoint" in html
+    assert vv.suspicious_entries(m) == {}
+
+
+def test_entries_show_escaped_token_strings(tok):
+    _, m = sample("good")
+    html = vv.entries_table_html(m, tok)
+    assert "&#x27;tok5&#x27;" in html  # draft id 5 -> target 5, shown as a Python literal
+    assert EVIL not in html and "<script" not in html
+    assert _html.escape(repr(EVIL)) in html
+
+
+# ----------------------------------------------------------------------------- engines, coverage
+
+def test_engines_html_per_engine_counts():
+    data, _ = sample("d2t-absolute")
+    html = vv.engines_html(data)
+    rows = {r[0]: r for r in rows_of(html)}
+    assert rows["sglang==0.5.9"][1] == "hot_token_id"
+    assert "hot_token_id = d2t + arange(Vd)" in rows["sglang==0.5.9"][2]
+    assert rows["vllm==0.33"][1] == "draft_id_to_target_id"
+    assert "255 of 256" in rows["vllm==0.33"][3] and rows["vllm==0.33"][4] == "32"
+    assert rows["vllm==0.33"][5] == "WRONG"
+    good = {r[0]: r for r in rows_of(vv.engines_html(sample("good")[0]))}
+    assert all(r[5] == "right" and "0 of 256" in r[3] for k, r in good.items() if k != "engine")
+    missing = vv.engines_html(sample("d2t-missing")[0])
+    assert "no d2t: target = draft id" in missing and "WRONG" in missing
+    amb = vv.engines_html(data_of(ambiguous()))
+    assert "undecided" in amb and "WRONG" not in amb
+
+
+def test_coverage_html():
+    data, _ = sample("good")
+    assert "no corpus given" in vv.coverage_html(data)
+    html = vv.coverage_html(dict(data, coverage={"intended": 0.75, "as_engines_read_it": 0.5,
+                                                 "n_tokens": 400}))
+    assert "75.0%" in html and "50.0%" in html and "ceiling" in html and "400" in html
+    html = vv.coverage_html(dict(data, coverage={"intended": None, "as_engines_read_it": 0.9,
+                                                 "n_tokens": 10}))
+    assert "unknown (intent undecided)" in html and "90.0%" in html
+
+
+# ----------------------------------------------------------------------------- lookup
+
+def test_lookup_draft_and_target_ids_on_good():
+    _, m = sample("good")
+    k = int(np.flatnonzero(m.d2t)[0])
+    target = k + int(m.d2t[k])
+    r = vv.lookup(m, f"d:{k}")
+    assert r["targets"] == [] and r["draft"]["d2t"] == int(m.d2t[k])
+    assert r["draft"]["offsets"] == {"target_id": target, "in_range": True, "in_t2d": True,
+                                     "token": None}
+    assert r["draft"]["engines"] == r["draft"]["intended"] == target
+    r = vv.lookup(m, f"t:{target}")
+    assert r["draft"] is None and r["targets"][0]["draft_ids"]["offsets"] == [k]
+    assert r["targets"][0]["in_t2d"] is True and r["targets"][0]["intended"] == [k]
+    both = vv.lookup(m, np.int64(5))
+    assert both["draft"]["draft_id"] == 5 and both["targets"][0]["target_id"] == 5
+    not_kept = int(np.flatnonzero(~m.t2d)[0])
+    r = vv.lookup(m, f"target {not_kept}")
+    assert r["targets"][0]["in_t2d"] is False and r["targets"][0]["draft_ids"]["offsets"] == []
+
+
+def test_lookup_on_absolute_shows_both_readings():
+    _, m = sample("d2t-absolute")
+    r = vv.lookup(m, "d:224")["draft"]
+    assert r["offsets"]["target_id"] == 224 + int(m.d2t[224]) and not r["offsets"]["in_range"]
+    assert r["absolute"]["target_id"] == int(m.d2t[224]) and r["absolute"]["in_t2d"] is True
+    assert r["intended"] == int(m.d2t[224]) != r["engines"]
+    t = int(m.d2t[100])
+    r = vv.lookup(m, f"t:{t}")["targets"][0]
+    assert r["draft_ids"]["absolute"] == [100] and r["intended"] == [100]
+    assert r["draft_ids"]["offsets"] == np.flatnonzero(np.arange(256) + m.d2t == t).tolist()
+    html = vv.lookup_html(m, "d:224")
+    assert "engines compute 514, the trainer meant 290" in html
+
+
+def test_lookup_token_strings(tok):
+    _, m = sample("good")
+    r = vv.lookup(m, "tok88", tok)
+    assert r["targets"][0]["target_id"] == 88 and r["targets"][0]["token"] == "tok88"
+    assert r["targets"][0]["draft_ids"]["offsets"] == [87] and r["draft"] is None
+    assert vv.lookup(m, "'42'", tok)["targets"][0]["target_id"] == NUMBER_ID
+    assert vv.lookup(m, "42", tok)["draft"]["offsets"]["token"] == "42"
+    multi = vv.lookup(m, "tok1 tok2", tok)
+    assert [t["target_id"] for t in multi["targets"]] == [1, 2]
+    assert "encodes to 2 token(s)" in multi["notes"][0]
+    assert "needs a tokenizer" in vv.lookup(m, "tok88")["notes"][0]
+    assert "not a draft id" in vv.lookup(m, "d:999")["notes"][0]
+    assert "not a target id" in vv.lookup(m, "t:-1")["notes"][0]
+    assert "empty query" in vv.lookup(m, "  ")["notes"][0]
+
+
+def test_lookup_html_escapes_the_query_and_tokens(tok):
+    _, m = sample("good")
+    html = vv.lookup_html(m, EVIL, tok)
+    assert "<script" not in html and "&lt;script&gt;" in html
+    r = vv.lookup(m, EVIL, tok)
+    assert r["targets"][0]["target_id"] == EVIL_ID
+    html = vv.lookup_html(m, '<img src=x onerror="alert(2)">', tok)
+    assert "<img" not in html
+
+
+def test_lookup_missing_and_ambiguous():
+    _, m = sample("d2t-missing")
+    r = vv.lookup(m, "7")
+    assert r["draft"]["d2t"] is None and r["draft"]["absolute"] is None
+    assert r["draft"]["engines"] == 7 and r["draft"]["intended"] is None
+    assert "no d2t: engines use the draft id" in vv.lookup_html(m, "7")
+    amb = ambiguous()
+    r = vv.lookup(amb, "d:2")["draft"]
+    assert r["offsets"]["target_id"] == 8 and r["absolute"]["target_id"] == 6
+    assert r["intended"] is None
+    assert "undecided" in vv.lookup_html(amb, "d:2")
+
+
+# ----------------------------------------------------------------------------- figure
+
+def _traces(fig) -> dict:
+    return {t.name: t for t in fig.data if t.name}
+
+
+def test_figure_good_traces_and_vocab_boundary():
+    _, m = sample("good")
+    fig = vv.mapping_figure(m)
+    tr = _traces(fig)
+    off = tr["i + d2t[i] (offsets): what engines compute"]
+    assert list(off.x) == list(range(256))
+    assert list(off.y) == (np.arange(256) + m.d2t).tolist()
+    assert list(tr["nonzero(t2d)[i]: the ids training kept"].y) == np.flatnonzero(m.t2d).tolist()
+    assert tr["d2t[i] (absolute reading)"].visible == "legendonly"  # right table: hidden
+    assert not any("outside" in n for n in tr)
+    assert [t.yaxis for t in fig.data if t.name == "d2t[i]"] == ["y2"]
+    assert any(s.y0 == 512 and s.y1 == 512 for s in fig.layout.shapes)
+    assert "OFFSETS" in fig.layout.title.text and "all 256 draft ids" in fig.layout.title.text
+
+
+def test_figure_absolute_marks_out_of_range():
+    _, m = sample("d2t-absolute")
+    tr = _traces(vv.mapping_figure(m))
+    assert tr["d2t[i] (absolute reading)"].visible is True
+    out = tr["outside [0, 512): no such target id"]
+    assert list(out.x) == list(range(224, 256))
+    assert all(y >= 512 for y in out.y)
+
+
+def test_figure_missing_and_duplicates():
+    _, m = sample("d2t-missing")
+    fig = vv.mapping_figure(m)
+    assert [t.name for t in fig.data] == ["no d2t: engines use target id = draft id", "no d2t"]
+    assert list(fig.data[0].y) == list(range(256)) and fig.data[1].yaxis == "y2"
+    assert any("no d2t stored" in a.text for a in fig.layout.annotations)
+    tr = _traces(vv.mapping_figure(duplicated()))
+    assert 2 in list(tr["repeated target id"].x)
+
+
+def test_figure_downsamples_a_32000_entry_table():
+    import plotly.io as pio
+
+    rng = np.random.default_rng(0)
+    m = build_from_counts(rng.zipf(1.3, 163840), 32000, 163840)
+    fig = vv.mapping_figure(m)
+    assert all(len(t.x) <= vv.MAX_POINTS for t in fig.data)
+    assert "of 32000 draft ids" in fig.layout.title.text
+    assert len(pio.to_html(fig, include_plotlyjs=False, full_html=False)) < 600_000
+    broken = VocabMapping(32000, 163840, np.arange(32000) + m.d2t, m.t2d)  # absolute ids
+    assert broken.format == "absolute"
+    tr = _traces(vv.mapping_figure(broken))
+    bad = np.flatnonzero(np.arange(32000) + broken.d2t >= 163840)
+    out = tr["outside [0, 163840): no such target id"]
+    assert list(out.x) == bad[:vv.MAX_POINTS].tolist()
+    assert set(out.x) <= set(tr["i + d2t[i] (offsets): what engines compute"].x)
+    html = vv.entries_table_html(broken)
+    assert len(html) < 200_000 and str(bad[0]) in first_cells(html)
+
+
+# ----------------------------------------------------------------------------- contract
+
+def test_renderers_return_html_strings_and_display(monkeypatch):
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    data, m = sample("d2t-absolute")
+    calls = [lambda **kw: vv.verdict_html(data, m, **kw), lambda **kw: vv.engines_html(data, **kw),
+             lambda **kw: vv.coverage_html(data, **kw),
+             lambda **kw: vv.entries_table_html(m, **kw),
+             lambda **kw: vv.lookup_html(m, "224", **kw)]
+    for render in calls:
+        html = render()
+        assert isinstance(html, HTMLString) and html._repr_html_() == str(html)
+        assert "http" not in html and "src=" not in html and "<script" not in html
+        assert "class=" not in html
+        assert render(display=True) == html
+    assert len(shown) == len(calls)
+
+
+def test_identity_mapping_renders():
+    m = VocabMapping(8, 8, np.zeros(8, np.int64), np.ones(8, bool))
+    assert m.format == "identity"
+    assert "IDENTITY" in vv.verdict_html(data_of(m), m)
+    assert "d2t[i] (absolute reading)" not in _traces(vv.mapping_figure(m))
+    assert vv.suspicious_entries(m) == {}
+
+
+def test_vocab_summary_is_json_and_complete():
+    data, _ = sample("d2t-absolute")
+    s = vocab_summary(data)
+    json.dumps(s)
+    assert s["notebook"] == "02_d2t_mapping" and s["format"] == "absolute"
+    assert s["valid"] is False and s["codes"] == ["D2T_ABSOLUTE"] and s["n_errors"] == 1
+    assert s["engines"]["vllm==0.33"] == {"param": "draft_id_to_target_id", "n_wrong": 255,
+                                          "n_out_of_range": 32}
+    assert s["coverage"] is None
+
+
+def test_vocab_lookup_widget_rerenders(tok):
+    pytest.importorskip("ipywidgets")
+    from eagle3_nb.widgets import LOOKUP_HINT, vocab_lookup
+
+    _, m = sample("good")
+    box = vocab_lookup(m, tok)
+    text, view = box.children
+    assert view.value == LOOKUP_HINT
+    text.value = "tok88"
+    assert view.value == vv.lookup_html(m, "tok88", tok) and "87" in view.value
+    text.value = ""
+    assert view.value == LOOKUP_HINT
+    assert vocab_lookup(m, query="d:5").children[1].value == vv.lookup_html(m, "d:5")
+
+
+def test_verdict_offsets_with_a_disagreeing_t2d_does_not_say_nothing_to_fix():
+    t2d = np.zeros(32, bool)
+    t2d[[0, 1, 2, 9]] = True
+    m = VocabMapping(4, 32, np.array([0, 0, 0, 4]), t2d)  # offsets 0,1,2,7; t2d keeps 9
+    assert m.format == "offset" and m.t2d_agrees is False
+    html = vv.verdict_html(data_of(m), m)
+    assert "T2D_MISMATCH" in html and "Nothing to fix" not in html and "same vocab cache" in html
+    assert "as offsets: target 7 is not marked in t2d" in vv.suspicious_entries(m)[3]
