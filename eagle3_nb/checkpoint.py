@@ -131,6 +131,25 @@ def read_json(root: Path, name: str) -> dict[str, Any]:
     return data
 
 
+def iter_jsonl(path: str | os.PathLike):
+    """(line number, object) for each non-empty line of a JSON Lines file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("file not found", str(path), "pass a JSON Lines file")
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"line {n} is not JSON ({exc.msg})", str(path),
+                              "write one JSON object per line") from None
+        if not isinstance(row, dict):
+            raise ConfigError(f"line {n} is not a JSON object", str(path),
+                              "write one JSON object per line")
+        yield n, row
+
+
 def inside(root: Path, rel: str) -> Path:
     """Resolve `rel` under `root`, refusing absolute paths, '..' and symlinks leading out."""
     if os.path.isabs(rel):

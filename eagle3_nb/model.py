@@ -127,15 +127,20 @@ class Attention(nn.Module):
             self.q_norm = RMSNorm(hd, cfg.rms_norm_eps)
             self.k_norm = RMSNorm(hd, cfg.rms_norm_eps)
 
-    def forward(self, x, positions, inv_freq, cache: LayerCache | None):
+    def qkv(self, x, positions, inv_freq):
+        """Queries, keys, values as [B, heads, T, hd], q/k norms and RoPE applied."""
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.nh, self.hd)
         k = self.k_proj(x).view(B, T, self.nkv, self.hd)
         v = self.v_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2)
         if hasattr(self, "q_norm"):
             q, k = self.q_norm(q), self.k_norm(k)
-        q = apply_rope(q.transpose(1, 2), positions, inv_freq)
-        k = apply_rope(k.transpose(1, 2), positions, inv_freq)
+        return (apply_rope(q.transpose(1, 2), positions, inv_freq),
+                apply_rope(k.transpose(1, 2), positions, inv_freq), v)
+
+    def forward(self, x, positions, inv_freq, cache: LayerCache | None):
+        B, T, _ = x.shape
+        q, k, v = self.qkv(x, positions, inv_freq)
         if cache is not None:
             if cache.keys is not None:
                 k = torch.cat([cache.keys, k], 2)

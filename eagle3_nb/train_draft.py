@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from .config import DraftConfig
-from .model import Eagle3Draft, apply_rope
+from .model import Eagle3Draft
 from .vocab import build_from_counts
 
 
@@ -49,13 +49,7 @@ def _attend(layer, a, positions, inv_freq, past_k, past_v):
     """Attention of one TTT step: causal over step-0 keys, diagonal over later steps' keys."""
     att = layer.self_attn
     B, T, _ = a.shape
-    q = att.q_proj(a).view(B, T, att.nh, att.hd)
-    k = att.k_proj(a).view(B, T, att.nkv, att.hd)
-    v = att.v_proj(a).view(B, T, att.nkv, att.hd).transpose(1, 2)
-    if hasattr(att, "q_norm"):
-        q, k = att.q_norm(q), att.k_norm(k)
-    q = apply_rope(q.transpose(1, 2), positions, inv_freq)
-    k = apply_rope(k.transpose(1, 2), positions, inv_freq)
+    q, k, v = att.qkv(a, positions, inv_freq)
     past_k.append(k)
     past_v.append(v)
     g = att.nh // att.nkv

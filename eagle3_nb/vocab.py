@@ -388,26 +388,19 @@ def token_strings(tokenizer, ids: Iterable[int]) -> list[str | None]:
 def read_corpus(path: str | Path, tokenizer=None) -> tuple[list[list[int]], list[list[int]] | None]:
     """Token sequences (and loss masks when given) from JSON Lines (`input_ids` [+ `loss_mask`],
     or `text`/`prompt` with a tokenizer) or a plain text file (with a tokenizer)."""
-    import json
+    from .checkpoint import iter_jsonl
 
     p = Path(path)
     if not p.is_file():
         raise Eagle3NbError("corpus file not found", str(p), "pass a .jsonl or text file")
-    text = p.read_text(encoding="utf-8", errors="replace")
     if p.suffix not in (".jsonl", ".json"):
-        return [_encode(tokenizer, text, p)], None
+        return [_encode(tokenizer, p.read_text(encoding="utf-8", errors="replace"), p)], None
     seqs, masks = [], []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise Eagle3NbError(f"line {n} is not JSON ({exc.msg})", str(p), "fix the line") from None
-        if isinstance(row, dict) and isinstance(row.get("input_ids"), list):
+    for n, row in iter_jsonl(p):
+        if isinstance(row.get("input_ids"), list):
             seqs.append([int(i) for i in row["input_ids"]])
             masks.append(row.get("loss_mask") or [1] * len(row["input_ids"]))
-        elif isinstance(row, dict) and isinstance(row.get("text", row.get("prompt")), str):
+        elif isinstance(row.get("text", row.get("prompt")), str):
             seqs.append(_encode(tokenizer, row.get("text", row.get("prompt")), p))
             masks.append([1] * len(seqs[-1]))
         else:
