@@ -146,10 +146,10 @@ def train_draft(target, cfg: DraftConfig, stream: torch.Tensor, layer_ids: list[
         torch.nn.utils.clip_grad_norm_(params, 0.5)
         opt.step()
         if step % 50 == 0 or step == recipe.steps - 1:
-            curve.append({"step": step, "loss": round(float(loss), 4),
+            curve.append({"step": step, "loss": round(loss.item(), 4),
                           "acc": [round(a, 4) for a in accs]})
             if log:
-                log(f"draft step {step}: loss {float(loss):.3f} acc {[round(a, 3) for a in accs]}"
+                log(f"draft step {step}: loss {loss.item():.3f} acc {[round(a, 3) for a in accs]}"
                     f" ({time.time() - start:.0f}s)")
     state = {k: v.detach().clone() for k, v in draft.state_dict().items()
              if k not in ("inv_freq", "embed_tokens.weight")}
@@ -161,3 +161,4 @@ def train_draft(target, cfg: DraftConfig, stream: torch.Tensor, layer_ids: list[
 def _batch(stream: torch.Tensor, r: DraftRecipe, gen: torch.Generator) -> torch.Tensor:
     starts = torch.randint(0, len(stream) - r.seq_len - 1, (r.batch,), generator=gen)
     return torch.stack([stream[s:s + r.seq_len] for s in starts.tolist()])
+
