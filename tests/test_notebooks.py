@@ -21,7 +21,8 @@ MANIFEST = DRAFTS / "manifest.json"
 MAX_CELL_LINES = 12  # "a cell longer than ~10 lines is a missing function"
 NB01_PARAMS = {"checkpoint": "str", "engine": "str", "target_config": "str", "stats": "bool",
                "interactive": "bool", "plotly_renderer": "str", "output_dir": "str"}
-SAMPLES_01 = ["layers0-flat", "good", "prefix-draft-model", "nan-head"]
+# issue 2: notebook 01 runs under papermill on every bundled sample draft
+SAMPLES_01 = sorted(json.loads((DRAFTS / "manifest.json").read_text())["variants"])
 NB02 = NOTEBOOKS_DIR / "02_d2t_mapping.ipynb"
 NB02_PARAMS = {"checkpoint": "str", "tokenizer": "str", "corpus": "str", "interactive": "bool",
                "plotly_renderer": "str", "output_dir": "str"}
