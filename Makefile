@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 KERNEL := eagle3-nb
 
-.PHONY: setup test demo samples samples-check bench clean
+.PHONY: setup test demo samples train-samples bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ demo: $(STAMP)
 
 samples: $(STAMP)
 	$(PY) -m eagle3_nb.samples
+
+# Trains the tokenizer, the tiny target and the draft (15-20 minutes on 2 idle cores), then
+# rebuilds every sample draft from the trained weights. Never part of `make test`.
+train-samples: $(STAMP)
+	$(PY) -m eagle3_nb.samples --train
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_inspect.py

@@ -55,3 +55,7 @@ class ConversionError(Eagle3NbError):
 
 class VerificationError(ConversionError):
     """The written copy does not prove equal to the source; it was removed."""
+
+
+class DumpFormatError(Eagle3NbError):
+    """A hidden-state dump file lacks a key, has inconsistent shapes, or cannot be read."""

@@ -33,6 +33,8 @@ MAX_POSITIONS, RMS_EPS, ROPE_THETA = 4096, 1e-5, 10000.0
 DEFAULT_AUX_IDS = [2, TARGET_LAYERS // 2, TARGET_LAYERS - 3]  # [2, 4, 5]
 LEADING_IDS = 24  # this many lowest ids are the most frequent: d2t starts with that many zeros
 BF16 = torch.bfloat16
+TRAINED_DRAFT = "draft.safetensors"     # data_samples/train/: the trained draft (`--train`)
+DRAFT_CURVES = "draft_training.json"
 
 ENGINES = ("sglang==0.5.9", "sglang==0.5.16", "sglang==0.5.23", "vllm==0.33")
 VERDICTS = {
@@ -122,7 +124,10 @@ def decoder_layer(init: _Init, index: int) -> dict[str, torch.Tensor]:
     return out
 
 
-def make_weights(seed: int = SEED) -> Weights:
+def make_weights(seed: int = SEED, trained_dir: Path | None = None) -> Weights:
+    """Random weights; with `trained_dir` (data_samples/ after `--train`), the trained draft's
+    core and vocab tables and the trained target's embeddings replace the random ones. The
+    structural extras (a second layer, a 4-aux fc) stay random: they only feed key/shape checks."""
     init = _Init(seed)
     core = {"fc.weight": init.linear(H, 3 * H), **decoder_layer(init, 0),
             "norm.weight": init.norm(H), "lm_head.weight": init.linear(DRAFT_VOCAB, H)}
@@ -130,7 +135,22 @@ def make_weights(seed: int = SEED) -> Weights:
     fc_four = init.linear(H, 4 * H)
     second = decoder_layer(init, 1)
     d2t, t2d = vocab_mapping(synthetic_token_counts(TARGET_VOCAB), DRAFT_VOCAB)
+    trained = _trained_tensors(trained_dir) if trained_dir else None
+    if trained is not None:
+        core = {k: trained[k] for k in core}
+        d2t, t2d, embed = trained["d2t"], trained["t2d"], trained["embed_tokens.weight"]
     return Weights(core, second, embed, fc_four, d2t, t2d)
+
+
+def _trained_tensors(data_dir: Path) -> dict[str, torch.Tensor] | None:
+    from safetensors.torch import load_file
+
+    draft, target = data_dir / "train" / TRAINED_DRAFT, data_dir / "target" / "model.safetensors"
+    if not draft.exists() or not target.exists():
+        return None
+    tensors = load_file(str(draft))
+    tensors["embed_tokens.weight"] = load_file(str(target))["model.embed_tokens.weight"].to(BF16)
+    return tensors
 
 
 def with_vocab(w: Weights, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -160,8 +180,8 @@ def prefixed(prefix: str, tensors: dict[str, torch.Tensor]) -> dict[str, torch.T
 
 def target_config() -> dict[str, Any]:
     return {
-        "architectures": ["LlamaForCausalLM"], "attention_bias": False, "bos_token_id": 1,
-        "eos_token_id": 2, "head_dim": HEAD_DIM, "hidden_act": "silu", "hidden_size": H,
+        "architectures": ["LlamaForCausalLM"], "attention_bias": False, "bos_token_id": 0,
+        "eos_token_id": 0, "head_dim": HEAD_DIM, "hidden_act": "silu", "hidden_size": H,
         "intermediate_size": INTERMEDIATE, "max_position_embeddings": MAX_POSITIONS,
         "mlp_bias": False, "model_type": "llama", "num_attention_heads": NUM_HEADS,
         "num_hidden_layers": TARGET_LAYERS, "num_key_value_heads": NUM_KV_HEADS,
@@ -513,6 +533,25 @@ def build_sharded(d: Path, w: Weights) -> None:
     write_sharded(d, tensors, [layer, rest])
 
 
+@variant("d2t-leading-zeros", "none: a correct offset table whose first 24 entries are 0 (the "
+         "first seed's 'bug' that was not one); a static sample, its head was not trained on it",
+         per_engine(DEFAULTS_OK, DEFAULTS_OK))
+def build_d2t_leading_zeros(d: Path, w: Weights) -> None:
+    d2t, t2d = vocab_mapping(synthetic_token_counts(TARGET_VOCAB), DRAFT_VOCAB)
+    write_draft(d, flat_config(), {**eagle_names(w.core), "d2t": d2t, "t2d": t2d})
+
+
+@variant("trained-other-layers", "trained on hidden_states[2, 4, 5] but the speculators config "
+         "declares [5, 6, 7]; every engine captures what is declared, so only a run exposes it",
+         per_engine(SPECULATORS_REFUSED,
+                    expect("ok", "loads and captures hidden_states[5, 6, 7] as declared")),
+         global_codes=("REMOTE_CODE",),
+         note="the checkpoint cannot show that training used other layers than declared: "
+              "notebook 03's first-step accuracy under the declared wiring does")
+def build_trained_other_layers(d: Path, w: Weights) -> None:
+    write_draft(d, speculators_config([5, 6, 7]), speculators_state(w))
+
+
 # ---------------------------------------------------------------- manifest, README, entry point
 
 def manifest() -> dict[str, Any]:
@@ -561,10 +600,12 @@ def readme() -> str:
     return "\n".join(head + rows) + "\n"
 
 
-def build_samples(out_dir: Path) -> None:
-    """Write target/config.json and drafts/ under out_dir; drafts/ is rebuilt from scratch."""
+def build_samples(out_dir: Path, trained_dir: Path | None = DEFAULT_OUT) -> None:
+    """Write target/config.json and drafts/ under out_dir; drafts/ is rebuilt from scratch.
+    Draft weights come from the trained draft in `trained_dir` when it exists (inputs, never
+    rewritten here), else they are random."""
     out_dir = Path(out_dir)
-    weights = make_weights()
+    weights = make_weights(trained_dir=trained_dir)
     write_json(out_dir / "target" / "config.json", target_config(), sort_keys=True)
     drafts = out_dir / "drafts"
     if drafts.exists():
@@ -577,12 +618,47 @@ def build_samples(out_dir: Path) -> None:
 
 
 def train_real_samples(out_dir: Path = DEFAULT_OUT, steps: int | None = None) -> dict[str, Any]:
-    """The trained samples (`--train`, minutes on 2 CPU cores, separate from the fast default build):
+    """The trained samples (`--train`: minutes on 2 CPU cores; the fast default build skips them):
     a BPE tokenizer and a tiny Llama target in out_dir/target/ (model.safetensors, tokenizer.json,
-    training.json, config.json as the default build writes it) and out_dir/prompts.jsonl.
-    Recipe and its parameters: eagle3_nb.training."""
+    training.json, config.json as the default build writes it), out_dir/prompts.jsonl, and the
+    draft trained on that target (train_sample_draft); then the drafts are rebuilt from it.
+    Recipes: eagle3_nb.training and eagle3_nb.train_draft."""
     from .training import train_samples
-    return train_samples(Path(out_dir), steps=steps)
+    out_dir = Path(out_dir)
+    record = train_samples(out_dir, steps=steps)
+    record["draft"] = train_sample_draft(out_dir)
+    build_samples(out_dir, trained_dir=out_dir)
+    return record
+
+
+def train_sample_draft(out_dir: Path, steps: int | None = None, log=print) -> dict[str, Any]:
+    """The bundled draft, trained on out_dir/target's hidden_states[2, 4, 5] (EAGLE's defaults for
+    8 layers) over the tokenizer's training text: out_dir/train/draft.safetensors (canonical
+    names, bf16 weights, int64 d2t, bool t2d) plus its curves. Every bundled draft variant is
+    derived from these weights by the fast build."""
+    from .config import parse_config
+    from .target import TargetModel
+    from .train_draft import DraftRecipe, train_draft
+    from .training import TRAIN_FILES, as_tokenizer, cpu_threads, stdlib_texts, token_stream
+
+    with cpu_threads():
+        target = TargetModel.load(out_dir / "target")
+        tok = as_tokenizer(out_dir / "target" / "tokenizer.json")
+        stream = token_stream(tok, [text for _, text in stdlib_texts(TRAIN_FILES)])
+        recipe = DraftRecipe(steps=steps) if steps else DraftRecipe()
+        result = train_draft(target, parse_config(flat_config()), stream, DEFAULT_AUX_IDS,
+                             recipe, log)
+    return save_trained_draft(out_dir, result)
+
+
+def save_trained_draft(out_dir: Path, result: dict[str, Any]) -> dict[str, Any]:
+    state = {k: (v.to(BF16) if v.is_floating_point() else v).contiguous()
+             for k, v in result["state"].items()}
+    (out_dir / "train").mkdir(parents=True, exist_ok=True)
+    save_file(state, str(out_dir / "train" / TRAINED_DRAFT), metadata={"format": "pt"})
+    record = {k: result[k] for k in ("curve", "recipe", "seconds", "layer_ids")}
+    write_json(out_dir / "train" / DRAFT_CURVES, record)
+    return record
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -591,12 +667,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help=f"output directory (default: {DEFAULT_OUT})")
     parser.add_argument("--train", action="store_true",
-                        help="instead of the fast build, train the tokenizer and tiny target and "
-                             "write held-out prompts (several minutes on 2 CPU cores)")
+                        help="instead of the fast build, train the tokenizer, the tiny target and "
+                             "the draft, write held-out prompts, then build the drafts from the "
+                             "trained weights (15-20 minutes on 2 idle CPU cores)")
+    parser.add_argument("--train-draft", action="store_true",
+                        help="retrain only the draft on the existing trained target, then build")
     args = parser.parse_args(argv)
     if args.train:
         train_real_samples(args.out)
         return
+    if args.train_draft:
+        train_sample_draft(args.out)
     build_samples(args.out)
     size = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
     print(f"wrote {len(VARIANTS)} drafts and the target config to {args.out} ({size} bytes)")

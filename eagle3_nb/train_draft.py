@@ -27,7 +27,7 @@ from .vocab import build_from_counts
 
 @dataclass(frozen=True)
 class DraftRecipe:
-    steps: int = 1500
+    steps: int = 3000
     batch: int = 16
     seq_len: int = 128
     ttt_steps: int = 4

@@ -310,11 +310,14 @@ def test_notebook_02_good_is_valid_offsets(tmp_path_factory):
 
 @pytest.mark.notebook
 def test_notebook_02_absolute_is_not_valid(tmp_path_factory):
+    from eagle3_nb.checkpoint import Checkpoint
+    ids = Checkpoint.open(DRAFTS / "d2t-absolute").read_array("d2t")  # absolute ids, stored
+    out_of_range = int(((ids + range(len(ids))) >= 512).sum())          # as engines read them
     s = run_02("d2t-absolute", tmp_path_factory)["data"]
     assert s["format"] == "absolute" and s["valid"] is False
-    assert "D2T_ABSOLUTE" in s["codes"] and s["n_out_of_range"] == 32
+    assert "D2T_ABSOLUTE" in s["codes"] and s["n_out_of_range"] == out_of_range > 0
     assert s["engines"]["sglang==0.5.9"] == {"param": "hot_token_id", "n_wrong": 255,
-                                             "n_out_of_range": 32}
+                                             "n_out_of_range": out_of_range}
     assert s["engines"]["vllm==0.33"]["param"] == "draft_id_to_target_id"
     assert any("equals nonzero(t2d)" in e for e in s["evidence"])
 

@@ -1,0 +1,93 @@
+"""Notebook 03's question in one call: do the hidden states reaching the draft have the shape it
+was trained on, under each engine's wiring, and does the draft still predict the target?
+
+checkpoint + (target dir | hidden-state dumps) -> per wiring: captured layers, width, fc applied
+or skipped, the shape trace, and first-step accuracy on real samples.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .checkpoint import Checkpoint, iter_jsonl
+from .config import parse_config
+from .engines import resolve_engines
+from .errors import Eagle3NbError
+
+DEFAULT_WIRINGS = ("trained", "single_layer", "layers_plus_one")
+
+
+def pick_device(device: str | None = None) -> tuple[torch.device, torch.dtype]:
+    """CUDA in bf16 when present (or asked for), else CPU in float32."""
+    name = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise Eagle3NbError("device cuda asked for but no GPU is visible", "--device", "use cpu")
+    dev = torch.device(name)
+    return dev, (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+
+
+def read_prompts(path: str | Path, target, limit: int | None = None) -> list[torch.Tensor]:
+    """JSON Lines: {"prompt": str} (tokenized with the target's tokenizer, no special tokens
+    added unless its post-processor does) or {"input_ids": [...]}."""
+    rows = []
+    for n, row in iter_jsonl(path):
+        if isinstance(row.get("input_ids"), list):
+            rows.append(torch.tensor(row["input_ids"], dtype=torch.long))
+        elif isinstance(row.get("prompt"), str):
+            rows.append(target.encode(row["prompt"]).reshape(-1).cpu())
+        else:
+            raise Eagle3NbError(f"line {n} has neither prompt nor input_ids", str(path),
+                                "one JSON object per line")
+        if limit and len(rows) >= limit:
+            break
+    return rows
+
+
+def check_hidden_states(checkpoint: str | Path, target: str | Path, prompts: str | Path,
+                        engines: list[str] | None = None, n_samples: int = 8,
+                        device: str | None = None,
+                        wirings: tuple[str, ...] = DEFAULT_WIRINGS) -> dict[str, Any]:
+    from .features import draft_features, first_step_accuracy
+    from .inspection import load_target_info
+    from .model import load_draft
+    from .target import TargetModel
+    from .trace import trace_shapes
+    from .wiring import wiring_presets
+
+    dev, dtype = pick_device(device)
+    ckpt = Checkpoint.open(checkpoint)
+    cfg = parse_config(ckpt.config_raw, str(ckpt.path / "config.json"))
+    info = load_target_info(target)
+    profiles = resolve_engines(engines)
+    shapes = {n: t.shape for n, t in ckpt.tensors.items()}
+    presets = wiring_presets(cfg, shapes, info, profiles)
+    chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in profiles]
+    tgt = TargetModel.load(target, device=dev, dtype=dtype)
+    draft = load_draft(checkpoint, dev, dtype, embed_from=target)
+    samples = read_prompts(prompts, tgt, n_samples)
+    rows = [_evaluate(draft, tgt, samples, w, draft_features, first_step_accuracy, trace_shapes)
+            for w in chosen]
+    return {"checkpoint": str(ckpt.path), "target": str(target), "device": str(dev),
+            "dtype": str(dtype).replace("torch.", ""), "n_samples": len(samples),
+            "hidden_size": cfg.H, "trained_width": draft.fc.in_features,
+            "num_layers": info.num_hidden_layers, "wirings": rows}
+
+
+def _evaluate(draft, target, samples, wiring, draft_features, first_step_accuracy, trace_shapes):
+    row: dict[str, Any] = {"wiring": wiring.to_json()}
+    try:
+        ids = samples[0].to(target.device)
+        feats = draft_features(target.forward_hidden(ids), wiring)[:-1]
+        trace = trace_shapes(draft, ids[1:][None], feats[None], wiring)
+        row.update(width=trace.hidden_width, fc_applied=trace.fc_applied,
+                   trace=[r.to_json() for r in trace.rows])
+        accs = [first_step_accuracy(draft, target, s, wiring) for s in samples]
+        n, correct = sum(a.n for a in accs), sum(a.correct for a in accs)
+        row.update(n=n, correct=correct, accuracy=correct / n if n else 0.0, error=None)
+    except Eagle3NbError as exc:  # the engine would crash here: say so instead of a number
+        row.update(width=None, fc_applied=None, trace=[], n=0, correct=0, accuracy=None,
+                   error=exc.one_line())
+    return row

@@ -1,0 +1,96 @@
+"""The speculative simulation against a brute-force reference: same tokens, same statistics."""
+
+import pytest
+import torch
+
+from conftest import DRAFTS, SAMPLES
+from eagle3_nb.acceptance import simulate
+from eagle3_nb.features import draft_features
+from eagle3_nb.hidden_check import read_prompts
+from eagle3_nb.wiring import Wiring
+
+TARGET = SAMPLES / "target"
+pytestmark = pytest.mark.skipif(not (TARGET / "model.safetensors").exists(),
+                                reason="trained target not built (make train-samples)")
+TRAINED = Wiring("trained", (2, 4, 5))
+
+
+@pytest.fixture(scope="module")
+def models():
+    from eagle3_nb.model import load_draft
+    from eagle3_nb.target import TargetModel
+    return load_draft(DRAFTS / "good", embed_from=TARGET), TargetModel.load(TARGET)
+
+
+@torch.no_grad()
+def cache_free_pass(draft, tokens, h0, wiring):
+    """One causal pass from scratch over already-projected features h0 [T, H]."""
+    embeds = draft.embed_tokens(tokens)[None]
+    h, positions = h0[None], torch.arange(len(tokens))[None]
+    for layer in draft.layers:
+        h = layer(h, embeds, positions, draft.inv_freq, wiring, None)
+    normed = draft.norm(h)
+    return draft.lm_head(normed)[0, -1], (normed if wiring.norm_output else h)[0, -1]
+
+
+@torch.no_grad()
+def brute_force(draft, target, prompt, k, max_new, wiring):
+    """Recompute everything every time: fresh target passes, and for each drafted token a full
+    cache-free draft pass (target features through fc, then the draft's own features)."""
+    seq = torch.cat([prompt, target.forward_hidden(prompt).next_tokens[-1:]])
+    accepted_counts = []
+    while len(seq) - len(prompt) < max_new:
+        projected, _ = draft.project(draft_features(target.forward_hidden(seq[:-1]), wiring), wiring)
+        tokens, own, drafted = seq[1:], [], []
+        for _ in range(k):
+            h0 = torch.cat([projected, *[f[None] for f in own]]) if own else projected
+            logits, feature = cache_free_pass(draft, tokens, h0, wiring)
+            d = draft.to_target_ids(logits.argmax()[None], wiring)
+            drafted.append(int(d))
+            own.append(feature)
+            tokens = torch.cat([tokens, d])
+        preds = target.forward_hidden(torch.cat([seq, torch.tensor(drafted)])).next_tokens
+        preds = preds[len(seq) - 1:]
+        a = 0
+        while a < k and drafted[a] == int(preds[a]):
+            a += 1
+        accepted_counts.append(a)
+        seq = torch.cat([seq, torch.tensor(drafted[:a], dtype=torch.long), preds[a:a + 1]])
+    return seq[len(prompt):].tolist(), accepted_counts
+
+
+def test_simulation_matches_brute_force(models):
+    draft, target = models
+    prompts = read_prompts(SAMPLES / "prompts.jsonl", target, 3)
+    prompts = [p[:40] for p in prompts]
+    result = simulate(draft, target, prompts, num_steps=3, max_new_tokens=20, wiring=TRAINED)
+    for run, prompt in zip(result.samples, prompts):
+        tokens, counts = brute_force(draft, target, prompt, 3, 20, TRAINED)
+        assert run.generated == tokens
+        assert [s.accepted for s in run.steps] == counts
+
+
+def test_statistics_conventions(models):
+    draft, target = models
+    prompts = [p[:48] for p in read_prompts(SAMPLES / "prompts.jsonl", target, 4)]
+    stats = simulate(draft, target, prompts, num_steps=4, max_new_tokens=32,
+                     wiring=TRAINED).stats()
+    n = stats["n_verify_steps"]
+    hist = stats["accept_length_histogram"]
+    assert sum(hist.values()) == n
+    mean = sum(int(length) * c for length, c in hist.items()) / n
+    assert stats["mean_accept_length"] == pytest.approx(mean)
+    assert stats["vllm_mean_acceptance_length"] == pytest.approx(mean)
+    alpha = stats["per_position_acceptance"]
+    assert all(a >= b for a, b in zip(alpha, alpha[1:]))          # P(accepted > i) decreases
+    assert stats["mean_accept_length"] == pytest.approx(1 + sum(alpha))
+    assert stats["n_tokens"] >= 4 * 32
+
+
+def test_single_layer_wiring_collapses_acceptance(models):
+    draft, target = models
+    prompts = [p[:48] for p in read_prompts(SAMPLES / "prompts.jsonl", target, 4)]
+    good = simulate(draft, target, prompts, 4, 32, TRAINED).stats()["mean_accept_length"]
+    single = Wiring("single_layer", None, "final_norm", "engine")
+    bad = simulate(draft, target, prompts, 4, 32, single).stats()["mean_accept_length"]
+    assert good > 1.5 and (bad - 1) <= 0.5 * (good - 1), (good, bad)
