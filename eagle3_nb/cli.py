@@ -62,6 +62,21 @@ def build_parser() -> argparse.ArgumentParser:
     voc.add_argument("--json", action="store_true")
     voc.set_defaults(func=cmd_vocab)
 
+    acc = sub.add_parser("accept", help="simulate speculative decoding on a local target")
+    acc.add_argument("checkpoint", nargs="?", help="draft checkpoint directory")
+    acc.add_argument("--target", metavar="DIR", help="target model directory (transformers)")
+    acc.add_argument("--hidden-states", metavar="DIR", help="hidden-state dumps (not yet supported)")
+    acc.add_argument("--prompts", metavar="FILE", help="JSON Lines: prompt or input_ids "
+                     "(default: data_samples/prompts.jsonl)")
+    acc.add_argument("--num-steps", type=int, default=4, metavar="K")
+    acc.add_argument("--max-new-tokens", type=int, default=64, metavar="N")
+    acc.add_argument("--n-samples", type=int, default=None, metavar="N")
+    acc.add_argument("--wiring", default="trained")
+    acc.add_argument("--list-wirings", action="store_true")
+    acc.add_argument("--device", choices=["cpu", "cuda"])
+    acc.add_argument("--json", action="store_true")
+    acc.set_defaults(func=cmd_accept)
+
     demo = sub.add_parser("demo", help="run notebook 01 on a bundled broken draft, render HTML")
     demo.add_argument("--out", default="reports/demo", help="output directory (default reports/demo)")
     demo.set_defaults(func=cmd_demo)
@@ -128,6 +143,36 @@ def cmd_vocab(args) -> int:
         from .viz.text import vocab_text
         print(vocab_text(data))
     return EXIT_FINDINGS if any(f["severity"] == "error" for f in data["findings"]) else EXIT_OK
+
+
+def cmd_accept(args) -> int:
+    from .errors import Eagle3NbError
+    from .hidden_check import load_for_run, measure_acceptance
+
+    if not args.checkpoint or not (args.target or args.hidden_states):
+        raise Eagle3NbError("accept needs CHECKPOINT and --target DIR", "accept",
+                            "for example: eagle3-nb accept DRAFT --target TARGET_DIR")
+    if args.hidden_states:
+        raise Eagle3NbError("--hidden-states is not supported by accept yet", "--hidden-states",
+                            "pass --target with a local target model directory")
+    if args.list_wirings:
+        for name, w in load_for_run(args.checkpoint, args.target, device=args.device)[2].items():
+            print(f"{name:<30} {w.note}")
+        return EXIT_OK
+    prompts = args.prompts or str(Path(__file__).resolve().parent.parent / "data_samples"
+                                  / "prompts.jsonl")
+    result = measure_acceptance(args.checkpoint, args.target, prompts, args.wiring,
+                                args.num_steps, args.max_new_tokens, args.n_samples, args.device)
+    stats = result.stats()
+    if args.json:
+        sys.stdout.write(json.dumps(stats, indent=2) + "\n")
+    else:
+        print(f"wiring {stats['wiring']}: mean accept length {stats['mean_accept_length']:.3f} "
+              f"(k={stats['num_steps']}, {stats['n_verify_steps']} verify steps, "
+              f"{stats['n_samples']} prompts)")
+        print("per-position acceptance: " + ", ".join(f"{a:.3f}" for a in
+                                                        stats["per_position_acceptance"]))
+    return EXIT_OK
 
 
 def cmd_demo(args) -> int:

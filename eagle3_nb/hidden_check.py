@@ -91,3 +91,35 @@ def _evaluate(draft, target, samples, wiring, draft_features, first_step_accurac
         row.update(width=None, fc_applied=None, trace=[], n=0, correct=0, accuracy=None,
                    error=exc.one_line())
     return row
+
+
+def load_for_run(checkpoint: str | Path, target: str | Path, engines: list[str] | None = None,
+                 device: str | None = None):
+    """Draft, target and every named wiring for one run (CUDA bf16 when present)."""
+    from .inspection import load_target_info
+    from .model import load_draft
+    from .target import TargetModel
+    from .wiring import wiring_presets
+
+    dev, dtype = pick_device(device)
+    ckpt = Checkpoint.open(checkpoint)
+    cfg = parse_config(ckpt.config_raw, str(ckpt.path / "config.json"))
+    info = load_target_info(target)
+    shapes = {n: t.shape for n, t in ckpt.tensors.items()}
+    presets = wiring_presets(cfg, shapes, info, resolve_engines(engines))
+    tgt = TargetModel.load(target, device=dev, dtype=dtype)
+    return load_draft(checkpoint, dev, dtype, embed_from=target), tgt, presets
+
+
+def measure_acceptance(checkpoint: str | Path, target: str | Path, prompts: str | Path,
+                       wiring: str = "trained", num_steps: int = 4, max_new_tokens: int = 64,
+                       n_samples: int | None = None, device: str | None = None):
+    """Simulated chain speculative decoding of the prompts under one named wiring."""
+    from .acceptance import simulate
+
+    draft, tgt, presets = load_for_run(checkpoint, target, device=device)
+    if wiring not in presets:
+        raise Eagle3NbError(f"unknown wiring {wiring!r}", "--wiring",
+                            f"one of: {', '.join(presets)}")
+    samples = read_prompts(prompts, tgt, n_samples)
+    return simulate(draft, tgt, samples, num_steps, max_new_tokens, presets[wiring])

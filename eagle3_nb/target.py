@@ -187,6 +187,9 @@ class TargetModel:
                                   "for data_samples/target run `python -m eagle3_nb.samples "
                                   "--train` (or `make train-samples`)")
         from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # a per-load progress bar is noise in CLI and reports
 
         kwargs: dict[str, Any] = {"dtype": as_dtype(dtype), "local_files_only": True,
                                   "trust_remote_code": False}

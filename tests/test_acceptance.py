@@ -94,3 +94,24 @@ def test_single_layer_wiring_collapses_acceptance(models):
     single = Wiring("single_layer", None, "final_norm", "engine")
     bad = simulate(draft, target, prompts, 4, 32, single).stats()["mean_accept_length"]
     assert good > 1.5 and (bad - 1) <= 0.5 * (good - 1), (good, bad)
+
+
+def test_accept_cli_json_contract(run_cli):
+    rc, out, err = run_cli("accept", DRAFTS / "good", "--target", TARGET, "--n-samples", "2",
+                           "--max-new-tokens", "16", "--json")
+    assert rc == 0, err
+    data = __import__("json").loads(out)
+    assert {"wiring", "num_steps", "n_samples", "n_verify_steps", "n_tokens",
+            "mean_accept_length", "vllm_mean_acceptance_length", "per_position_acceptance",
+            "accept_length_histogram"} <= set(data)
+    assert data["wiring"] == "trained" and data["n_samples"] == 2 and data["num_steps"] == 4
+    assert "Loading weights" not in err
+
+
+def test_accept_cli_lists_wirings_and_rejects_bad_input(run_cli, tmp_path):
+    rc, out, _ = run_cli("accept", DRAFTS / "good", "--target", TARGET, "--list-wirings")
+    assert rc == 0 and "single_layer" in out and "sglang==0.5.23" in out
+    rc, _, err = run_cli("accept", DRAFTS / "good", "--target", TARGET, "--wiring", "nope")
+    assert rc == 2 and "unknown wiring" in err and "Traceback" not in err
+    rc, _, err = run_cli("accept", DRAFTS / "good")
+    assert rc == 2 and "--target" in err
