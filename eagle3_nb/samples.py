@@ -533,7 +533,7 @@ def build_sharded(d: Path, w: Weights) -> None:
     write_sharded(d, tensors, [layer, rest])
 
 
-@variant("d2t-leading-zeros", "none: a correct offset table whose first 24 entries are 0 (the "
+@variant("d2t-leading-zeros", "none: a correct offset table that starts with a run of zeros (the "
          "first seed's 'bug' that was not one); a static sample, its head was not trained on it",
          per_engine(DEFAULTS_OK, DEFAULTS_OK))
 def build_d2t_leading_zeros(d: Path, w: Weights) -> None:

@@ -324,13 +324,33 @@ def test_notebook_02_absolute_is_not_valid(tmp_path_factory):
 
 @pytest.mark.notebook
 def test_notebook_02_with_tokenizer_and_corpus_reports_coverage(tmp_path_factory):
+    import numpy as np
+
+    from eagle3_nb.checkpoint import Checkpoint
+
     run = run_02("good-corpus", tmp_path_factory)
     s = run["data"]
     assert s["format"] == "offset" and s["valid"] is True
-    assert s["coverage"] == {"intended": 0.75, "as_engines_read_it": 0.75, "n_tokens": 40}
+    # expected coverage from the files: the corpus's tokens (tok{i} is target id i) against the
+    # ids t2d keeps (as offsets, arange + d2t: the same for a valid table) and against d2t
+    # misread as absolute ids
+    ckpt = Checkpoint.open(DRAFTS / "good")
+    d2t = ckpt.read_array("d2t").astype(np.int64)
+    kept = set(np.flatnonzero(ckpt.read_array("t2d")).tolist())
+    assert kept == set((np.arange(len(d2t)) + d2t).tolist())
+    lines = (run["out"] / "corpus.jsonl").read_text().splitlines()
+    tokens = [int(w[3:]) for line in lines for w in json.loads(line)["text"].split()]
+    intended = sum(t in kept for t in tokens) / len(tokens)
+    absolute = sum(t in set(d2t.tolist()) for t in tokens) / len(tokens)
+    assert intended == 0.75  # by construction: 3 of every 4 corpus tokens are kept
+    assert absolute < intended  # real text favours the right reading
+    cov = s["coverage"]
+    assert {k: cov[k] for k in ("intended", "as_engines_read_it", "n_tokens")} == {
+        "intended": intended, "as_engines_read_it": intended, "n_tokens": len(tokens)}
+    assert cov["per_reading"] == {"offsets": intended, "absolute": absolute}
     assert s["codes"] == ["LOW_VOCAB_COVERAGE"] and s["tokenizer"]
     outputs = json.dumps([c.get("outputs", []) for c in _read(run["executed"]).cells])
-    assert "&#x27;tok5&#x27;" in outputs and "75.0%" in outputs
+    assert f"&#x27;tok{d2t[5] + 5}&#x27;" in outputs and f"{intended:.1%}" in outputs
 
 
 @pytest.mark.notebook

@@ -1,6 +1,8 @@
 """Notebook 02's renderers (eagle3_nb.viz.vocab), its lookup widget and summary digest, on the
-bundled samples (good, d2t-absolute, d2t-missing) and on hand-built VocabMappings (ambiguous,
-out of range, repeated ids, unusable), asserted on the returned HTML, dicts and figures."""
+bundled samples (good, d2t-leading-zeros, d2t-absolute, d2t-missing) and on hand-built
+VocabMappings (ambiguous, out of range, repeated ids, unusable), asserted on the returned HTML,
+dicts and figures. Expected ids and counts on a bundled sample are computed from the tensors in
+its file (`arrays`), so regenerating the samples does not silently change what is asserted."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from eagle3_nb.viz.html import HTMLString
 from eagle3_nb.vocab import VocabMapping, build_from_counts, load_tokenizer
 
 EVIL = "<script>alert(1)</script>"
-EVIL_ID = 3     # a kept target id of the good sample (draft id 3 -> target 3)
+EVIL_ID = 3     # a kept target id of the good sample (asserted in the test that needs it)
 NUMBER_ID = 42  # the token "42": looked up quoted
 UNK_ID = 511
 
@@ -61,6 +63,37 @@ def sample(name: str) -> tuple[dict, VocabMapping]:
         _cache[name] = (check_vocab(path), VocabMapping.from_checkpoint(
             ckpt, parse_config(ckpt.config_raw)))
     return _cache[name]
+
+
+VT = 512  # the samples' target vocab: a target id >= VT does not exist
+
+
+def arrays(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(d2t, t2d, arange + d2t) read straight from a bundled sample's file (not through
+    VocabMapping): the expected values of the tests on that sample. `arange + d2t` is what
+    every engine computes; ids >= VT are out of range."""
+    path = DRAFTS / name
+    if not path.is_dir():
+        pytest.skip(f"bundled sample {name} not built (make samples)")
+    from eagle3_nb.checkpoint import Checkpoint
+
+    ckpt = Checkpoint.open(path)
+    d2t = np.asarray(ckpt.read_array("d2t")).astype(np.int64)
+    t2d = np.asarray(ckpt.read_array("t2d")).astype(bool)
+    assert d2t.shape == (256,) and t2d.shape == (VT,)
+    return d2t, t2d, np.arange(len(d2t)) + d2t
+
+
+def plain_offset_entry(name: str = "good") -> tuple[int, int]:
+    """(draft id j, target id j + d2t[j]) of a bundled sample with d2t[j] != 0 and a plain
+    `tok{n}` token at the target (not the script tag, "42" or [UNK]): the middle such entry."""
+    d2t, t2d, ids = arrays(name)
+    cand = [j for j in range(len(d2t))
+            if d2t[j] != 0 and t2d[ids[j]] and ids[j] not in (EVIL_ID, NUMBER_ID, UNK_ID)]
+    assert cand, f"{name}: no kept target away from its draft id"
+    j = cand[len(cand) // 2]
+    assert int(ids[j]) != j
+    return j, int(ids[j])
 
 
 def data_of(m: VocabMapping) -> dict:
@@ -141,26 +174,53 @@ def first_cells(html: str) -> list[str]:
 
 def test_verdict_good_is_valid_with_checkable_evidence_first():
     data, m = sample("good")
+    d2t, t2d, ids = arrays("good")
     html = vv.verdict_html(data, m)
     assert "VALID for every engine" in html and "d2t format: OFFSETS" in html
     for line in data["evidence"]:
         assert _html.escape(line) in html
     assert html.index("Evidence") < html.index("Spot checks") < html.index("What to do")
-    # the seed story: leading zeros are right, and the view says so
-    k = int(np.flatnonzero(m.d2t)[0])
+    # spot check of the first nonzero offset: i + d2t[i], and t2d marks that target
+    k = int(np.flatnonzero(d2t)[0])
+    assert t2d[ids[k]]
+    row = [r for r in rows_of(html) if r and r[0].strip() == str(k)][0]
+    assert row[1].strip() == str(d2t[k])
+    assert f"{k} + {d2t[k]} = {ids[k]}" in row[2] and f"t2d[{ids[k]}] = True" in row[2]
+    assert "Nothing to fix" in html and "--fix-d2t" not in html
+    # the leading-zeros note appears exactly when d2t starts with a run of (2 or more) zeros
+    lz = int(np.flatnonzero(d2t)[0]) if d2t.any() else len(d2t)
+    assert ("are all 0" in html) == (lz >= 2)
+
+
+def test_verdict_leading_zeros_are_right_and_the_view_says_so():
+    # the first seed story: a correct offset table whose first entries are 0
+    from eagle3_nb.samples import LEADING_IDS
+
+    data, m = sample("d2t-leading-zeros")
+    d2t, t2d, ids = arrays("d2t-leading-zeros")
+    k = int(np.flatnonzero(d2t)[0])
+    assert k >= LEADING_IDS >= 2 and t2d[:k].all() and t2d[ids[k]]
+    html = vv.verdict_html(data, m)
+    assert "VALID for every engine" in html and "d2t format: OFFSETS" in html
     assert f"d2t[0:{k}] are all 0" in html and "not a sign of a bug" in html
     assert f"t2d[0:{k}] is all True" in html
-    first = k + int(m.d2t[k])
-    assert f"t2d[{first}] = True" in html and "Nothing to fix" in html
+    assert f"t2d[{ids[k]}] = True" in html and "Nothing to fix" in html
     assert "--fix-d2t" not in html
 
 
 def test_verdict_absolute_says_not_valid_and_how_to_repair():
     data, m = sample("d2t-absolute")
+    d2t, t2d, ids = arrays("d2t-absolute")
+    assert np.array_equal(d2t, np.flatnonzero(t2d))  # the sample's premise: absolute ids
+    bad = np.flatnonzero(ids >= VT)
+    assert len(bad) > 0
     html = vv.verdict_html(data, m)
     assert "NOT VALID" in html and "ABSOLUTE IDS" in html and "D2T_ABSOLUTE" in html
     assert "eagle3-nb convert SRC DST --fix-d2t" in html and "never modified" in html
-    assert f"224 + {m.d2t[224]}" in html and "outside [0, 512)" in html
+    # the first out-of-range draft id is spot-checked: i + d2t[i] does not exist
+    i = int(bad[0])
+    row = [r for r in rows_of(html) if r and r[0].strip() == str(i)][0]
+    assert f"{i} + {d2t[i]} = {ids[i]}" in row[2] and "outside [0, 512)" in row[2]
     assert "are all 0" not in html  # no "leading zeros are fine" note for an absolute table
     assert html.index("Evidence") < html.index("Findings")
 
@@ -200,18 +260,39 @@ def test_entries_good_lists_first_and_last_and_nothing_suspicious():
     assert "243 entries not listed" in html
 
 
+def _digit_rows(html: str) -> dict[str, list[str]]:
+    return {r[0].strip(): r for r in rows_of(html) if r and r[0].strip().isdigit()}
+
+
 def test_entries_absolute_lists_every_out_of_range_draft_id():
     _, m = sample("d2t-absolute")
-    assert set(range(224, 256)) <= set(vv.suspicious_entries(m))
-    html = vv.entries_table_html(m)
-    rows = {r[0].strip(): r for r in rows_of(html) if r and r[0].strip().isdigit()}
-    for i in range(224, 256):
+    d2t, _, ids = arrays("d2t-absolute")
+    bad = np.flatnonzero(ids >= VT)
+    n_sus = int((ids != d2t).sum())  # every entry where engines and trainer disagree
+    assert len(bad) > 0 and n_sus >= len(bad)
+    sus = vv.suspicious_entries(m)
+    assert len(sus) == n_sus
+    assert list(sus)[:len(bad)] == bad.tolist()  # out of range: the most serious, first
+    # with room for all of them, every out-of-range draft id gets a row
+    html = vv.entries_table_html(m, max_rows=len(bad))
+    rows = _digit_rows(html)
+    for i in bad.tolist():
         row = rows[str(i)]
-        assert str(i + int(m.d2t[i])) in row[2] and "outside [0, 512)" in row[2]
-        assert row[3].strip() == str(int(m.d2t[i]))  # the absolute reading, the trainer's intent
+        assert str(ids[i]) in row[2] and "outside [0, 512)" in row[2]
+        assert row[3].strip() == str(d2t[i])  # the absolute reading, the trainer's intent
         assert "outside [0, 512)" in row[-1] and "the trainer meant" in row[-1]
     assert "out of range / yes" in [r[4] for r in rows.values()]
-    assert "255 suspicious entries of 256; the 40 most serious listed" in html
+    more = f"; the {len(bad)} most serious listed" if n_sus > len(bad) else ""
+    assert f"{n_sus} suspicious entries of 256{more}" in html
+    # by default the MAX_ROWS most serious: the first out-of-range ones, the rest left out
+    html = vv.entries_table_html(m)
+    rows = _digit_rows(html)
+    shown, hidden = bad[:vv.MAX_ROWS].tolist(), bad[vv.MAX_ROWS:].tolist()
+    assert all("outside [0, 512)" in rows[str(i)][-1] for i in shown)
+    always = set(range(12)) | {len(d2t) - 1}  # the first entries and the last one
+    assert not [i for i in hidden if str(i) in rows and i not in always]
+    if n_sus > vv.MAX_ROWS:
+        assert f"{n_sus} suspicious entries of 256; the {vv.MAX_ROWS} most serious listed" in html
 
 
 def test_entries_hand_built_duplicates_and_out_of_range():
@@ -239,8 +320,11 @@ def test_entries_missing_without_t2d():
 
 def test_entries_show_escaped_token_strings(tok):
     _, m = sample("good")
+    _, t2d, ids = arrays("good")
+    assert t2d[EVIL_ID] and EVIL_ID in ids[:12].tolist()  # among the first rows listed
     html = vv.entries_table_html(m, tok)
-    assert "&#x27;tok5&#x27;" in html  # draft id 5 -> target 5, shown as a Python literal
+    row = _digit_rows(html)["5"]  # draft id 5 -> target ids[5], shown as a Python literal
+    assert f"&#x27;tok{ids[5]}&#x27;" in _html.escape(row[2])
     assert EVIL not in html and "<script" not in html
     assert _html.escape(repr(EVIL)) in html
 
@@ -249,12 +333,15 @@ def test_entries_show_escaped_token_strings(tok):
 
 def test_engines_html_per_engine_counts():
     data, _ = sample("d2t-absolute")
+    d2t, _, ids = arrays("d2t-absolute")
+    n_wrong, n_out = int((ids != d2t).sum()), int((ids >= VT).sum())
+    assert n_wrong > 0 and n_out > 0
     html = vv.engines_html(data)
     rows = {r[0]: r for r in rows_of(html)}
     assert rows["sglang==0.5.9"][1] == "hot_token_id"
     assert "hot_token_id = d2t + arange(Vd)" in rows["sglang==0.5.9"][2]
     assert rows["vllm==0.33"][1] == "draft_id_to_target_id"
-    assert "255 of 256" in rows["vllm==0.33"][3] and rows["vllm==0.33"][4] == "32"
+    assert f"{n_wrong} of 256" in rows["vllm==0.33"][3] and rows["vllm==0.33"][4] == str(n_out)
     assert rows["vllm==0.33"][5] == "WRONG"
     good = {r[0]: r for r in rows_of(vv.engines_html(sample("good")[0]))}
     assert all(r[5] == "right" and "0 of 256" in r[3] for k, r in good.items() if k != "engine")
@@ -298,29 +385,37 @@ def test_lookup_draft_and_target_ids_on_good():
 
 def test_lookup_on_absolute_shows_both_readings():
     _, m = sample("d2t-absolute")
-    r = vv.lookup(m, "d:224")["draft"]
-    assert r["offsets"]["target_id"] == 224 + int(m.d2t[224]) and not r["offsets"]["in_range"]
-    assert r["absolute"]["target_id"] == int(m.d2t[224]) and r["absolute"]["in_t2d"] is True
-    assert r["intended"] == int(m.d2t[224]) != r["engines"]
-    t = int(m.d2t[100])
+    d2t, _, ids = arrays("d2t-absolute")
+    i = int(np.flatnonzero(ids >= VT)[0])  # the first draft id engines send out of range
+    r = vv.lookup(m, f"d:{i}")["draft"]
+    assert r["offsets"]["target_id"] == ids[i] and not r["offsets"]["in_range"]
+    assert r["absolute"]["target_id"] == d2t[i] and r["absolute"]["in_t2d"] is True
+    assert r["intended"] == d2t[i] != r["engines"]
+    t = int(d2t[100])
     r = vv.lookup(m, f"t:{t}")["targets"][0]
     assert r["draft_ids"]["absolute"] == [100] and r["intended"] == [100]
-    assert r["draft_ids"]["offsets"] == np.flatnonzero(np.arange(256) + m.d2t == t).tolist()
-    html = vv.lookup_html(m, "d:224")
-    assert "engines compute 514, the trainer meant 290" in html
+    assert r["draft_ids"]["offsets"] == np.flatnonzero(ids == t).tolist()
+    html = vv.lookup_html(m, f"d:{i}")
+    assert f"engines compute {ids[i]}, the trainer meant {d2t[i]}" in html
 
 
 def test_lookup_token_strings(tok):
     _, m = sample("good")
-    r = vv.lookup(m, "tok88", tok)
-    assert r["targets"][0]["target_id"] == 88 and r["targets"][0]["token"] == "tok88"
-    assert r["targets"][0]["draft_ids"]["offsets"] == [87] and r["draft"] is None
+    j, t = plain_offset_entry("good")  # draft id j -> target t != j
+    r = vv.lookup(m, f"tok{t}", tok)
+    assert r["targets"][0]["target_id"] == t and r["targets"][0]["token"] == f"tok{t}"
+    assert r["targets"][0]["draft_ids"]["offsets"] == [j] and r["draft"] is None
     assert vv.lookup(m, "'42'", tok)["targets"][0]["target_id"] == NUMBER_ID
-    assert vv.lookup(m, "42", tok)["draft"]["offsets"]["token"] == "42"
+    # a bare number is a draft id (its token: the target it maps to) and a target id
+    _, _, ids = arrays("good")
+    bare = vv.lookup(m, "42", tok)
+    assert bare["draft"]["offsets"]["target_id"] == ids[NUMBER_ID]
+    assert bare["draft"]["offsets"]["token"] == tok.id_to_token(int(ids[NUMBER_ID]))
+    assert bare["targets"][0]["target_id"] == NUMBER_ID and bare["targets"][0]["token"] == "42"
     multi = vv.lookup(m, "tok1 tok2", tok)
     assert [t["target_id"] for t in multi["targets"]] == [1, 2]
     assert "encodes to 2 token(s)" in multi["notes"][0]
-    assert "needs a tokenizer" in vv.lookup(m, "tok88")["notes"][0]
+    assert "needs a tokenizer" in vv.lookup(m, f"tok{t}")["notes"][0]
     assert "not a draft id" in vv.lookup(m, "d:999")["notes"][0]
     assert "not a target id" in vv.lookup(m, "t:-1")["notes"][0]
     assert "empty query" in vv.lookup(m, "  ")["notes"][0]
@@ -372,10 +467,13 @@ def test_figure_good_traces_and_vocab_boundary():
 
 def test_figure_absolute_marks_out_of_range():
     _, m = sample("d2t-absolute")
+    _, _, ids = arrays("d2t-absolute")
+    bad = np.flatnonzero(ids >= VT)
+    assert len(bad) > 0
     tr = _traces(vv.mapping_figure(m))
     assert tr["d2t[i] (absolute reading)"].visible is True
     out = tr["outside [0, 512): no such target id"]
-    assert list(out.x) == list(range(224, 256))
+    assert list(out.x) == bad.tolist() and list(out.y) == ids[bad].tolist()
     assert all(y >= 512 for y in out.y)
 
 
@@ -440,12 +538,16 @@ def test_identity_mapping_renders():
 
 def test_vocab_summary_is_json_and_complete():
     data, _ = sample("d2t-absolute")
+    d2t, _, ids = arrays("d2t-absolute")
+    n_wrong, n_out = int((ids != d2t).sum()), int((ids >= VT).sum())
+    assert n_wrong > 0 and n_out > 0
     s = vocab_summary(data)
     json.dumps(s)
     assert s["notebook"] == "02_d2t_mapping" and s["format"] == "absolute"
     assert s["valid"] is False and s["codes"] == ["D2T_ABSOLUTE"] and s["n_errors"] == 1
-    assert s["engines"]["vllm==0.33"] == {"param": "draft_id_to_target_id", "n_wrong": 255,
-                                          "n_out_of_range": 32}
+    assert s["engines"]["vllm==0.33"] == {"param": "draft_id_to_target_id", "n_wrong": n_wrong,
+                                          "n_out_of_range": n_out}
+    assert s["n_out_of_range"] == n_out
     assert s["coverage"] is None
 
 
@@ -454,11 +556,12 @@ def test_vocab_lookup_widget_rerenders(tok):
     from eagle3_nb.widgets import LOOKUP_HINT, vocab_lookup
 
     _, m = sample("good")
+    j, t = plain_offset_entry("good")  # draft id j -> target t != j
     box = vocab_lookup(m, tok)
     text, view = box.children
     assert view.value == LOOKUP_HINT
-    text.value = "tok88"
-    assert view.value == vv.lookup_html(m, "tok88", tok) and "87" in view.value
+    text.value = f"tok{t}"
+    assert view.value == vv.lookup_html(m, f"tok{t}", tok) and f"[{j}]" in view.value
     text.value = ""
     assert view.value == LOOKUP_HINT
     assert vocab_lookup(m, query="d:5").children[1].value == vv.lookup_html(m, "d:5")
