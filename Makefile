@@ -34,6 +34,7 @@ train-samples: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_inspect.py
 	$(PY) benchmarks/bench_stats.py
+	$(PY) benchmarks/bench_draft.py --quick
 
 clean:
 	rm -rf $(VENV) reports

@@ -234,6 +234,13 @@ class Eagle3Draft(nn.Module):
         self.loaded_keys: list[str] = []
         self.missing_keys: list[str] = []
 
+    def _apply(self, fn, recurse=True):
+        """Module.to(dtype) casts floating buffers; RoPE frequencies must stay float32 (bf16 would
+        round them, with an error growing with position), so they are rebuilt after any cast."""
+        super()._apply(fn, recurse)
+        self.inv_freq = rope_inv_freq(self.cfg)[0].to(self.inv_freq.device)
+        return self
+
     # -- pieces ---------------------------------------------------------------------------
     def project(self, hidden: torch.Tensor, wiring: Wiring) -> tuple[torch.Tensor, bool]:
         """fc over the aux concat; skipped for an H-wide input under the engine rule."""

@@ -534,3 +534,12 @@ def test_wrong_width_raises(rule, tmp_path):
     for width in widths:
         with pytest.raises(Eagle3NbError):
             draft.run(ids, torch.randn(2, 9, width), pos, wiring=case.wiring(fc_rule=rule))
+
+
+def test_rope_frequencies_stay_float32_after_a_dtype_cast(tmp_path):
+    case = CASES[0]
+    draft, _ = build(case, tmp_path)
+    before = draft.inv_freq.clone()
+    draft.to(torch.bfloat16)
+    assert draft.inv_freq.dtype == torch.float32 and torch.equal(draft.inv_freq, before)
+    assert draft.fc.weight.dtype == torch.bfloat16
