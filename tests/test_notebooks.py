@@ -97,7 +97,8 @@ def test_notebook_02_parameters_and_help():
     params = pm.inspect_notebook(str(NB02))
     assert {n: p["inferred_type_name"] for n, p in params.items()} == NB02_PARAMS
     assert params["checkpoint"]["default"] == '"../data_samples/drafts/good"'
-    assert params["tokenizer"]["default"] == params["corpus"]["default"] == '""'
+    assert params["corpus"]["default"] == '""'
+    assert params["tokenizer"]["default"] == '"../data_samples/target/tokenizer.json"'
     proc = subprocess.run([sys.executable, "-m", "papermill", "--help-notebook", str(NB02)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
