@@ -28,6 +28,7 @@ from .layouts import split_key
 from .safetensors_io import FLOAT_DTYPES, INT_DTYPES, TensorInfo, iter_chunks
 
 DEFAULT_BUDGET_BYTES = 1 << 30
+MAX_PROBES = 64
 DEFAULT_CHUNK_BYTES = 1 << 20   # on-disk bytes per chunk (float64 work arrays are 2-8x this);
                                 # 1 MB keeps them in cache: fastest in benchmarks/README.md
 
@@ -80,12 +81,16 @@ class StatsResult:
     scanned_bytes: int = 0
     seconds: float = 0.0
     skipped_bytes: int = 0
+    # first chunk of each skipped float tensor: catches NaN-initialised embeddings that the
+    # budget leaves out (an 8B speculators draft's embed_tokens alone is over 1 GB)
+    probes: dict[str, TensorStats] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"budget_bytes": self.budget_bytes, "scanned_bytes": self.scanned_bytes,
                 "skipped_bytes": self.skipped_bytes, "seconds": round(self.seconds, 6),
                 "skipped": list(self.skipped),
-                "stats": {name: s.to_json() for name, s in self.stats.items()}}
+                "stats": {name: s.to_json() for name, s in self.stats.items()},
+                "probes": {name: s.to_json() for name, s in self.probes.items()}}
 
 
 # ----------------------------------------------------------------------------- scan order
@@ -133,6 +138,9 @@ def scan_stats(ckpt, budget_bytes: int = DEFAULT_BUDGET_BYTES, *,
         if result.scanned_bytes + info.nbytes > budget_bytes:
             result.skipped.append(name)
             result.skipped_bytes += info.nbytes
+            if info.dtype in FLOAT_DTYPES and len(result.probes) < MAX_PROBES:
+                result.probes[name] = tensor_stats(ckpt, info, chunk_bytes=chunk_bytes,
+                                                   _scratch=scratch, max_chunks=1)
             continue
         result.stats[name] = tensor_stats(ckpt, info, chunk_bytes=chunk_bytes, _scratch=scratch)
         result.scanned_bytes += info.nbytes
@@ -141,16 +149,23 @@ def scan_stats(ckpt, budget_bytes: int = DEFAULT_BUDGET_BYTES, *,
 
 
 def tensor_stats(ckpt, info: TensorInfo, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                 _scratch: "_Scratch | None" = None) -> TensorStats:
-    """Statistics of one tensor of `ckpt` (safetensors: streamed; pickle: from memory)."""
+                 _scratch: "_Scratch | None" = None, max_chunks: int | None = None) -> TensorStats:
+    """Statistics of one tensor of `ckpt` (safetensors: streamed; pickle: from memory).
+    With max_chunks, only the tensor's head is read and `numel` counts what was read."""
     acc = _Accumulator(info, _scratch or _Scratch())
     if ckpt.format == "pickle":
         chunks = _pickle_chunks(ckpt.pickled_tensor(info.name), info, chunk_bytes)
     else:
         chunks = iter_chunks(ckpt.file_path(info.file), info, chunk_bytes)
-    for chunk in chunks:
+    seen = 0
+    for i, chunk in enumerate(chunks):
+        seen += chunk.size
         acc.update(chunk)
         del chunk
+        if max_chunks is not None and i + 1 >= max_chunks:
+            chunks.close()
+            acc.s.numel = seen
+            break
     return acc.result()
 
 
@@ -267,6 +282,22 @@ class _Accumulator:
 
 # ----------------------------------------------------------------------------- findings
 
+def _probe_findings(result: StatsResult) -> list[Finding]:
+    bad = [s for s in result.probes.values() if s.n_nan or s.n_inf]
+    if not bad:
+        return []
+    return [Finding(
+        "NAN_WEIGHTS", ERROR,
+        f"NaN or Inf already in the first values of {_count(bad, 'tensor')} the byte budget "
+        "left unscanned: " + _listing(bad, lambda s: f"{s.name} ({_nan_text(s)} in the first "
+                                      f"{s.numel} values)")
+        + ". speculators fills embed_tokens/lm_head with NaN until the verifier's weights are "
+        "loaded; an engine that uses the draft's own copy computes NaN. Rescan with a larger "
+        "--stats-budget for the full count.",
+        {"probed": {s.name: {"nan": s.n_nan, "inf": s.n_inf, "values_read": s.numel}
+                    for s in bad}})]
+
+
 def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
     """NAN_WEIGHTS for NaN/Inf, all-zero, constant and untouched-looking tensors; STATS_SKIPPED.
 
@@ -274,6 +305,7 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
     """
     findings: list[Finding] = []
     floats = [s for s in result.stats.values() if s.kind == "float"]
+    findings += _probe_findings(result)
 
     bad = [s for s in floats if s.n_nan or s.n_inf]
     if bad:

@@ -279,3 +279,26 @@ def test_import_does_not_pull_in_torch():
     code = "import eagle3_nb.stats, sys; assert 'torch' not in sys.modules, 'torch imported'"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_over_budget_float_tensors_get_a_head_probe(tmp_path):
+    """A NaN-initialised tensor too large for the budget is still caught by its first chunk."""
+    import torch
+    from safetensors.torch import save_file
+
+    from eagle3_nb.checkpoint import Checkpoint
+    from eagle3_nb.stats import scan_stats, stats_findings
+
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    (d / "config.json").write_text("{}")
+    save_file({"embed_tokens.weight": torch.full((64, 32), float("nan")),
+               "norm.weight": torch.ones(32) * 1.1}, str(d / "model.safetensors"))
+    ckpt = Checkpoint.open(d)
+    result = scan_stats(ckpt, budget_bytes=1024, chunk_bytes=512)
+    assert result.skipped == ["embed_tokens.weight"]
+    probe = result.probes["embed_tokens.weight"]
+    assert probe.numel == 128 and probe.n_nan == 128          # one 512-byte chunk of float32
+    codes = [(f.code, f.severity) for f in stats_findings(result, ckpt)]
+    assert ("NAN_WEIGHTS", "error") in codes and ("STATS_SKIPPED", "info") in codes
+    assert "probes" in result.to_json()
