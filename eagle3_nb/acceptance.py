@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from .errors import Eagle3NbError
 from .features import draft_features
 from .wiring import Wiring
 
@@ -116,3 +117,41 @@ def _simulate_one(draft, target, prompt, k, max_new_tokens, wiring) -> SampleRun
         run.steps.append(VerifyStep(len(seq), drafted.tolist(), preds.tolist(), accepted))
         seq = torch.cat([seq, drafted[:accepted], preds[accepted:accepted + 1]])
     return run
+
+
+@torch.no_grad()
+def score_dumps(draft, samples, num_steps: int = 4, wiring: Wiring | None = None) -> dict[str, Any]:
+    """Teacher-forced draft accuracy on hidden-state dumps (no target head, so no verification):
+    at step j the draft sees its own step j-1 state and the RECORDED token j further on, and is
+    scored against the recorded token after that (SpecForge's acc_j). Labelled as such: this is
+    not an accept length, and later steps overstate what chained drafting achieves."""
+    from .train_draft import ttt_logits
+
+    wiring = wiring or draft.wiring
+    saved, draft.wiring = draft.wiring, wiring   # ttt_logits reads the norm switches from it
+    try:
+        correct, total = _score(draft, samples, num_steps, wiring, ttt_logits)
+    finally:
+        draft.wiring = saved
+    return {"metric": "teacher-forced accuracy against the recorded tokens (not an accept length)",
+            "wiring": wiring.name, "num_steps": num_steps, "n_samples": len(samples),
+            "n_positions": total[0],
+            "per_step_accuracy": [c / t if t else None for c, t in zip(correct, total)]}
+
+
+def _score(draft, samples, num_steps, wiring, ttt_logits):
+    correct, total = [0] * num_steps, [0] * num_steps
+    for sample in samples:
+        feats = sample.aux_hidden_states if wiring.hidden_source == "concat" else sample.last_hidden_state
+        if feats is None:
+            raise Eagle3NbError("the dump has no state for this wiring", str(sample.source),
+                                "use the trained wiring (aux concat)")
+        tokens = sample.token_ids.reshape(-1)[None].to(draft.fc.weight.device)
+        steps = ttt_logits(draft, tokens, feats[None].to(draft.fc.weight.device), num_steps)
+        for j, logits in enumerate(steps):
+            pred = draft.to_target_ids(logits[0].argmax(-1), wiring)
+            ref = tokens[0, 2 + j:2 + j + pred.numel()]
+            pred = pred[:ref.numel()]
+            correct[j] += int((pred == ref).sum())
+            total[j] += ref.numel()
+    return correct, total

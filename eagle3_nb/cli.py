@@ -65,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     acc = sub.add_parser("accept", help="simulate speculative decoding on a local target")
     acc.add_argument("checkpoint", nargs="?", help="draft checkpoint directory")
     acc.add_argument("--target", metavar="DIR", help="target model directory (transformers)")
-    acc.add_argument("--hidden-states", metavar="DIR", help="hidden-state dumps (not yet supported)")
+    acc.add_argument("--hidden-states", metavar="DIR",
+                     help="speculators hs_*.safetensors or SpecForge .ckpt dumps: teacher-forced "
+                          "scoring (--target then only lends embeddings)")
     acc.add_argument("--prompts", metavar="FILE", help="JSON Lines: prompt or input_ids "
                      "(default: data_samples/prompts.jsonl)")
     acc.add_argument("--num-steps", type=int, default=4, metavar="K")
@@ -150,11 +152,10 @@ def cmd_accept(args) -> int:
     from .hidden_check import load_for_run, measure_acceptance
 
     if not args.checkpoint or not (args.target or args.hidden_states):
-        raise Eagle3NbError("accept needs CHECKPOINT and --target DIR", "accept",
-                            "for example: eagle3-nb accept DRAFT --target TARGET_DIR")
+        raise Eagle3NbError("accept needs CHECKPOINT and --target DIR or --hidden-states DIR",
+                            "accept", "for example: eagle3-nb accept DRAFT --target TARGET_DIR")
     if args.hidden_states:
-        raise Eagle3NbError("--hidden-states is not supported by accept yet", "--hidden-states",
-                            "pass --target with a local target model directory")
+        return _accept_on_dumps(args)
     if args.list_wirings:
         for name, w in load_for_run(args.checkpoint, args.target, device=args.device)[2].items():
             print(f"{name:<30} {w.note}")
@@ -172,6 +173,34 @@ def cmd_accept(args) -> int:
               f"{stats['n_samples']} prompts)")
         print("per-position acceptance: " + ", ".join(f"{a:.3f}" for a in
                                                         stats["per_position_acceptance"]))
+    return EXIT_OK
+
+
+def _accept_on_dumps(args) -> int:
+    """No target head: teacher-forced scoring against the recorded tokens, labelled as such."""
+    from .acceptance import score_dumps
+    from .errors import Eagle3NbError
+    from .hidden_check import pick_device
+    from .model import load_draft
+    from .target import read_dump
+    from .wiring import Wiring
+
+    if args.wiring not in ("trained", "single_layer"):
+        raise Eagle3NbError(f"wiring {args.wiring!r} needs a live target", "--wiring",
+                            "on dumps: trained (aux concat) or single_layer (last hidden state)")
+    dev, dtype = pick_device(args.device)
+    draft = load_draft(args.checkpoint, dev, dtype, embed_from=args.target)
+    samples = read_dump(args.hidden_states)
+    samples = samples if isinstance(samples, list) else [samples]
+    wiring = (Wiring("single_layer", None, "final_norm", "engine") if args.wiring == "single_layer"
+              else Wiring("trained", None, norm_before_residual=draft.wiring.norm_before_residual,
+                          norm_output=draft.wiring.norm_output))
+    result = score_dumps(draft, samples[: args.n_samples], args.num_steps, wiring)
+    if args.json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    else:
+        print(f"{result['metric']}, wiring {result['wiring']}, {result['n_samples']} dumps: "
+              + ", ".join(f"step {j}: {a:.3f}" for j, a in enumerate(result["per_step_accuracy"])))
     return EXIT_OK
 
 

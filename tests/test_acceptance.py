@@ -115,3 +115,31 @@ def test_accept_cli_lists_wirings_and_rejects_bad_input(run_cli, tmp_path):
     assert rc == 2 and "unknown wiring" in err and "Traceback" not in err
     rc, _, err = run_cli("accept", DRAFTS / "good")
     assert rc == 2 and "--target" in err
+
+
+def test_accept_on_speculators_dumps_is_teacher_forced_and_labelled(run_cli, tmp_path, models):
+    """Dumps as vLLM's extract_hidden_states writes them (layers [2, L//2, L-3, L]), made from the
+    bundled target: the trained wiring scores well, the single last state does not."""
+    import json
+
+    from safetensors.torch import save_file
+
+    _, target = models
+    for i, prompt in enumerate(read_prompts(SAMPLES / "prompts.jsonl", target, 3)):
+        out = target.forward_hidden(prompt)
+        states = torch.stack([out.state(k, final="pre_norm") for k in (2, 4, 5, 8)], 1)
+        save_file({"hidden_states": states.contiguous(), "token_ids": prompt.contiguous()},
+                  str(tmp_path / f"hs_{i}.safetensors"))
+    runs = {}
+    for wiring in ("trained", "single_layer"):
+        rc, out, err = run_cli("accept", DRAFTS / "good", "--hidden-states", tmp_path,
+                               "--target", TARGET, "--wiring", wiring, "--json")
+        assert rc == 0, err
+        runs[wiring] = json.loads(out)
+    trained = runs["trained"]
+    assert "not an accept length" in trained["metric"] and trained["n_samples"] == 3
+    assert trained["per_step_accuracy"][0] >= 0.3
+    assert runs["single_layer"]["per_step_accuracy"][0] <= 0.5 * trained["per_step_accuracy"][0]
+    rc, _, err = run_cli("accept", DRAFTS / "good", "--hidden-states", tmp_path,
+                         "--target", TARGET, "--wiring", "layers_plus_one")
+    assert rc == 2 and "needs a live target" in err
