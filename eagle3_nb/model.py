@@ -357,7 +357,8 @@ def _load_embeddings(tensors: dict, embed_from, cfg: DraftConfig) -> None:
     if embed_from is None:
         state = "no embed_tokens" if own is None else "only NaN embed_tokens (never loaded)"
         raise Eagle3NbError(f"the draft has {state}", None,
-                            "pass embed_from=<target checkpoint dir>, as engines share the target's")
+                            "pass the target directory (embed_from=, or --target on the CLI): engines "
+                            "share the target's")
     tensors["embed_tokens.weight"] = read_target_embeddings(embed_from, cfg.vocab_size, cfg.H)
 
 
