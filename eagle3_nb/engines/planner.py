@@ -260,6 +260,9 @@ class _Ctx:
                 name, renamed = name.replace(old, new), True
         if "t2d" in name:
             return KeyFate(key, SKIPPED, None, "t2d is never read")
+        dropped = self._dropped_when_off(name)
+        if dropped:
+            return KeyFate(key, DROPPED, None, dropped)
         if self.p.key_resolution == "bare_or_model":
             return self._resolve_bare_or_model(key, name, renamed)
         return self._resolve_model_prefix(key, name, renamed)
@@ -281,16 +284,20 @@ class _Ctx:
             name = name.replace("d2t", self.p.d2t_param)
         elif "lm_head" not in name:
             name = "model." + name
-        if ".input_norm." in f".{name}" and not self.flags["norm_before_fc"]:
-            return KeyFate(key, DROPPED, None, "input_norm.* removed when norm_before_fc is false")
-        if ".fc." in f".{name}" and not self.cfg.use_aux_hidden_state.value:
-            return KeyFate(key, DROPPED, None, "fc.* removed when use_aux_hidden_state is false")
         shard = None
         for param_part, weight_part, sh in STACKED:
             if weight_part in name:
                 name, shard = name.replace(weight_part, param_part), sh
                 break
         return self._load(key, name, shard, renamed)
+
+    def _dropped_when_off(self, name: str) -> str:
+        """The profile's keys removed while a switch is off (vLLM's weight mapper)."""
+        switches = {**self.flags, "use_aux_hidden_state": bool(self.cfg.use_aux_hidden_state.value)}
+        for module, switch in self.p.drop_when_off:
+            if f".{module}." in f".{name}" and not switches[switch]:
+                return f"{module}.* removed when {switch} is false"
+        return ""
 
     def _load(self, key, param, shard, renamed, how="") -> KeyFate:
         spec = self.params.get(param)

@@ -71,6 +71,8 @@ class EngineProfile:
     # target_id = draft_id + d2t[draft_id] in every engine read so far; without d2t, draft id i
     # is used as target id i (sglang hot_token_id None; vLLM zero-initialised offsets)
     d2t_reading: str = "offsets"
+    # (module, switch): keys of that module dropped silently while the switch is false
+    drop_when_off: tuple[tuple[str, str], ...] = ()
     cites: dict[str, str] = field(default_factory=dict)
 
     @property

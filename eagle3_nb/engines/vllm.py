@@ -41,6 +41,7 @@ VLLM_0_33 = EngineProfile(
     fc_skip_when_width_is_hidden=False,
     embed_policy="own_if_present", lm_head_policy="target_if_absent_and_full_vocab",
     target_hidden_null_breaks_fc=False, missing_draft_vocab_error=None, context_error=None,
+    drop_when_off=(("input_norm", "norm_before_fc"), ("fc", "use_aux_hidden_state")),
     cites={
         "load_weights": "llama_eagle3.py Eagle3LlamaForCausalLM.load_weights: t2d skipped, d2t -> "
                         "draft_id_to_target_id, 'model.' prefixed to every non-lm_head name",
