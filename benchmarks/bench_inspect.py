@@ -40,6 +40,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
+from draft_specs import draft_specs  # noqa: E402  (benchmarks/ is on sys.path)
+
 BASE = dict(H=8192, I=28672, heads=64, kv_heads=8, Vd=32000, Vt=128256)
 N_LAYERS = 80
 N_SHARDS = 8
@@ -47,23 +49,7 @@ ITEMSIZE = {"BF16": 2, "I64": 8, "BOOL": 1}
 
 
 def key_set(H, I, heads, kv_heads, Vd, Vt, n_layers=N_LAYERS):
-    hd = H // heads
-    specs = [("embed_tokens.weight", "BF16", [Vt, H]), ("lm_head.weight", "BF16", [Vd, H]),
-             ("fc.weight", "BF16", [H, 3 * H]), ("norm.weight", "BF16", [H]),
-             ("d2t", "I64", [Vd]), ("t2d", "BOOL", [Vt])]
-    for i in range(n_layers):
-        p = f"layers.{i}."
-        specs += [(p + "input_layernorm.weight", "BF16", [H]),
-                  (p + "hidden_norm.weight", "BF16", [H]),
-                  (p + "post_attention_layernorm.weight", "BF16", [H]),
-                  (p + "self_attn.q_proj.weight", "BF16", [heads * hd, 2 * H]),
-                  (p + "self_attn.k_proj.weight", "BF16", [kv_heads * hd, 2 * H]),
-                  (p + "self_attn.v_proj.weight", "BF16", [kv_heads * hd, 2 * H]),
-                  (p + "self_attn.o_proj.weight", "BF16", [H, heads * hd]),
-                  (p + "mlp.gate_proj.weight", "BF16", [I, H]),
-                  (p + "mlp.up_proj.weight", "BF16", [I, H]),
-                  (p + "mlp.down_proj.weight", "BF16", [H, I])]
-    return specs
+    return draft_specs(H, I, heads, kv_heads, Vd, Vt, n_layers)
 
 
 def nbytes(spec) -> int:

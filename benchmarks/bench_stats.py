@@ -34,33 +34,16 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 
+from draft_specs import draft_specs  # noqa: E402  (benchmarks/ is on sys.path)
+
 FULL = dict(H=4096, I=14336, heads=32, kv_heads=8, Vd=32000, Vt=128256)
 SMALL = dict(H=1024, I=3584, heads=8, kv_heads=2, Vd=8000, Vt=32064)
 ITEMSIZE = {"BF16": 2, "I64": 8, "BOOL": 1}
 
 
 def draft_tensors(H, I, heads, kv_heads, Vd, Vt):
-    """(name, dtype, shape) of a speculators-layout Llama EAGLE-3 draft, one decoder layer."""
-    hd = H // heads
-    p = "layers.0."
-    return [
-        ("embed_tokens.weight", "BF16", [Vt, H]),
-        ("lm_head.weight", "BF16", [Vd, H]),
-        ("fc.weight", "BF16", [H, 3 * H]),
-        (p + "self_attn.q_proj.weight", "BF16", [heads * hd, 2 * H]),
-        (p + "self_attn.k_proj.weight", "BF16", [kv_heads * hd, 2 * H]),
-        (p + "self_attn.v_proj.weight", "BF16", [kv_heads * hd, 2 * H]),
-        (p + "self_attn.o_proj.weight", "BF16", [H, heads * hd]),
-        (p + "mlp.gate_proj.weight", "BF16", [I, H]),
-        (p + "mlp.up_proj.weight", "BF16", [I, H]),
-        (p + "mlp.down_proj.weight", "BF16", [H, I]),
-        (p + "input_layernorm.weight", "BF16", [H]),
-        (p + "hidden_norm.weight", "BF16", [H]),
-        (p + "post_attention_layernorm.weight", "BF16", [H]),
-        ("norm.weight", "BF16", [H]),
-        ("d2t", "I64", [Vd]),
-        ("t2d", "BOOL", [Vt]),
-    ]
+    """A speculators-layout Llama EAGLE-3 draft with one decoder layer (the kit's schema)."""
+    return draft_specs(H, I, heads, kv_heads, Vd, Vt)
 
 
 def write_draft(root: Path, dims: dict, seed: int = 0) -> int:
