@@ -28,6 +28,8 @@ class VerifyStep:
     drafted: list[int]     # target ids the draft proposed
     target: list[int]      # the target's greedy token at each drafted position, then one more
     accepted: int
+    # per drafted position, the draft's top candidates as [target id, probability], best first
+    candidates: list[list[list[float]]] = field(default_factory=list)
 
     @property
     def accept_length(self) -> int:
@@ -39,7 +41,7 @@ class VerifyStep:
 
     def to_json(self) -> dict[str, Any]:
         return {"position": self.position, "drafted": self.drafted, "target": self.target,
-                "accepted": self.accepted}
+                "accepted": self.accepted, "candidates": self.candidates}
 
 
 @dataclass
@@ -114,9 +116,22 @@ def _simulate_one(draft, target, prompt, k, max_new_tokens, wiring) -> SampleRun
         out = target.forward_hidden(torch.cat([seq, drafted]))
         preds = out.next_tokens[len(seq) - 1:].cpu()          # k + 1 target choices
         accepted = int((drafted == preds[:k]).int().cumprod(0).sum())
-        run.steps.append(VerifyStep(len(seq), drafted.tolist(), preds.tolist(), accepted))
+        run.steps.append(VerifyStep(len(seq), drafted.tolist(), preds.tolist(), accepted,
+                                    _top_candidates(draft, proposal.logits[0], wiring)))
         seq = torch.cat([seq, drafted[:accepted], preds[accepted:accepted + 1]])
     return run
+
+
+TOP_CANDIDATES = 3
+
+
+def _top_candidates(draft, logits: torch.Tensor, wiring: Wiring) -> list[list[list[float]]]:
+    """[k, Vd] draft logits -> per position the best few as [target id, probability]."""
+    probs = torch.softmax(logits.float(), -1)
+    top = probs.topk(min(TOP_CANDIDATES, probs.shape[-1]), -1)
+    ids = draft.to_target_ids(top.indices, wiring).cpu().tolist()
+    return [[[i, round(p, 4)] for i, p in zip(row_ids, row_p)]
+            for row_ids, row_p in zip(ids, top.values.cpu().tolist())]
 
 
 @torch.no_grad()
