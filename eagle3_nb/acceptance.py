@@ -96,20 +96,40 @@ class AcceptanceResult:
 
 @torch.no_grad()
 def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = 4,
-             max_new_tokens: int = 64, wiring: Wiring | None = None) -> AcceptanceResult:
+             max_new_tokens: int = 64, wiring: Wiring | None = None, stop_at_eos: bool = False,
+             progress: bool | None = None) -> AcceptanceResult:
     """Greedy chain speculative decoding of each prompt until max_new_tokens are generated
-    (the last verify step is kept whole). EOS is not special, so runs stay comparable."""
+    (the last verify step is kept whole). EOS is not special unless stop_at_eos, so runs stay
+    comparable. A wiring that resets parameters runs on a copy with them reset, as the engine
+    leaves them; one the engine refuses to load raises instead of producing a number."""
+    from .model import as_engine_leaves
+
     wiring = wiring or draft.wiring
-    runs = [_simulate_one(draft, target, p.reshape(-1).cpu(), num_steps, max_new_tokens, wiring)
-            for p in prompts]
+    if wiring.engine_error:
+        raise Eagle3NbError(f"{wiring.name} does not serve this draft: {wiring.engine_error}",
+                            wiring.name, "fix the load error first (eagle3-nb inspect)")
+    model = as_engine_leaves(draft, wiring)
+    eos = target.eos_token_ids if stop_at_eos else set()
+    runs = [_simulate_one(model, target, p.reshape(-1).cpu(), num_steps, max_new_tokens, wiring, eos)
+            for p in _progress(prompts, progress, f"simulating {wiring.name}")]
     return AcceptanceResult(wiring.name, num_steps, runs)
 
 
-def _simulate_one(draft, target, prompt, k, max_new_tokens, wiring) -> SampleRun:
+def _progress(items, enabled: bool | None, desc: str):
+    """tqdm over the prompts when asked, or by default when the run is long enough to wait on."""
+    if enabled is None:
+        enabled = len(items) > 8
+    if not enabled:
+        return items
+    from tqdm.auto import tqdm
+    return tqdm(items, desc=desc, unit="prompt", leave=False)
+
+
+def _simulate_one(draft, target, prompt, k, max_new_tokens, wiring, eos) -> SampleRun:
     out = target.forward_hidden(prompt)
     seq = torch.cat([prompt, out.next_tokens[-1:].cpu()])
     run = SampleRun(prompt.tolist(), int(seq[-1]))
-    while len(seq) - len(prompt) < max_new_tokens:
+    while len(seq) - len(prompt) < max_new_tokens and int(seq[-1]) not in eos:
         feats = draft_features(out, wiring)[: len(seq) - 1].to(draft.fc.weight.device)
         proposal = draft.step(seq[1:][None].to(feats.device), feats[None], k, wiring=wiring)
         drafted = proposal.target_ids[0].cpu()

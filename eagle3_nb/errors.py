@@ -59,3 +59,8 @@ class VerificationError(ConversionError):
 
 class DumpFormatError(Eagle3NbError):
     """A hidden-state dump file lacks a key, has inconsistent shapes, or cannot be read."""
+
+
+class DraftIdOutOfRange(Eagle3NbError):
+    """A drafted token maps (through d2t) outside the target vocabulary: engines index their
+    embedding with it and stop on a device-side assert (DOMAIN.md "d2t")."""

@@ -18,6 +18,9 @@ def draft_features(out, wiring: Wiring) -> torch.Tensor:
     after the norm: what SGLang stores when aux capture is off."""
     if wiring.hidden_source == "final_norm":
         return out.final_norm
+    if wiring.hidden_source == "zeros":
+        width = out.final_norm.shape[-1] * max(1, len(wiring.layer_ids or ()))
+        return out.final_norm.new_zeros(*out.final_norm.shape[:-1], width)
     if not wiring.layer_ids:
         raise Eagle3NbError(f"wiring {wiring.name!r} has no layer ids", None,
                             "pass the target so L resolves, or set layer_ids")

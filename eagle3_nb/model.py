@@ -20,6 +20,7 @@ variants engines differ on. Device and dtype are parameters; norms compute in fl
 from __future__ import annotations
 
 import math
+from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import DraftConfig
-from .errors import Eagle3NbError
+from .errors import DraftIdOutOfRange, Eagle3NbError
 from .wiring import Wiring
 
 
@@ -265,6 +266,17 @@ class Eagle3Draft(nn.Module):
         table = self.d2t[draft_ids]
         return table if mode == "absolute" else draft_ids + table
 
+    def _checked_target_ids(self, draft_ids: torch.Tensor, wiring: Wiring, step: int) -> torch.Tensor:
+        ids = self.to_target_ids(draft_ids, wiring)
+        bad = (ids < 0) | (ids >= self.embed_tokens.num_embeddings)
+        if bad.any():
+            raise DraftIdOutOfRange(
+                f"draft step {step}: draft id {int(draft_ids[bad][0])} maps to target id "
+                f"{int(ids[bad][0])}, outside the vocabulary of {self.embed_tokens.num_embeddings} "
+                f"(d2t read as {wiring.d2t_mode}); an engine stops here on a device-side assert",
+                wiring.name, "check the d2t format: eagle3-nb vocab CHECKPOINT")
+        return ids
+
     # -- passes ---------------------------------------------------------------------------
     def run(self, input_ids, hidden_states, position_ids=None, cache: DraftCache | None = None,
             wiring: Wiring | None = None, own_features: bool = False) -> DraftOutput:
@@ -307,13 +319,37 @@ class Eagle3Draft(nn.Module):
             ids = logits.argmax(-1)
             all_logits.append(logits)
             draft_ids.append(ids)
+            target_ids = self._checked_target_ids(ids, wiring, i)
             if i + 1 == num_steps:
                 break
-            nxt = self.run(self.to_target_ids(ids, wiring), feature, last_pos + 1 + i, cache,
-                           wiring, own_features=True)
+            nxt = self.run(target_ids, feature, last_pos + 1 + i, cache, wiring, own_features=True)
             logits, feature = nxt.logits, nxt.features
         ids = torch.cat(draft_ids, 1)
         return DraftProposal(ids, self.to_target_ids(ids, wiring), torch.cat(all_logits, 1))
+
+
+def as_engine_leaves(draft: Eagle3Draft, wiring: Wiring, seed: int = 0) -> Eagle3Draft:
+    """The draft as an engine computes it when no checkpoint key fills `wiring.reset_params`: a
+    copy with those norms at ones and those linear weights random (nn.Linear's own init, seeded,
+    standing in for the uninitialised memory engines allocate them with; DOMAIN.md "SGLang").
+    The draft itself when nothing is reset."""
+    if not wiring.reset_params:
+        return draft
+    copy = deepcopy(draft)
+    params = dict(copy.named_parameters())
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name in wiring.reset_params:
+            if name not in params:
+                raise Eagle3NbError(f"wiring {wiring.name!r} resets {name!r}, which this draft "
+                                    "does not have", None, "check the wiring's reset_params")
+            p = params[name]
+            if name.endswith("norm.weight"):
+                p.fill_(1.0)
+            else:
+                bound = 1.0 / math.sqrt(p.shape[-1])
+                p.copy_(torch.empty(p.shape).uniform_(-bound, bound, generator=gen))
+    return copy
 
 
 # --- loading -----------------------------------------------------------------------------------

@@ -234,6 +234,11 @@ class TargetModel:
         return int(self.text_config.vocab_size)
 
     @property
+    def eos_token_ids(self) -> set[int]:
+        eos = getattr(self.text_config, "eos_token_id", None)
+        return set() if eos is None else {int(e) for e in (eos if isinstance(eos, list) else [eos])}
+
+    @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 

@@ -15,7 +15,9 @@ from .engines.planner import plan_load, trained_aux_indices
 from .errors import Eagle3NbError
 
 FC_RULES = ("always", "engine")            # engine: skip fc when the input is H wide (SGLang)
-HIDDEN_SOURCES = ("concat", "final_norm")  # or "aux:<i>": the i-th captured layer alone
+# "zeros": no target state at all (the draft's token path alone: the floor a tiny, predictable
+# target leaves even when the features are useless); or "aux:<i>": the i-th captured layer alone
+HIDDEN_SOURCES = ("concat", "final_norm", "zeros")
 D2T_MODES = ("offsets", "absolute", "none")
 EXTRA_LAYER_NORMS = ("input_layernorm", "hidden_norm")
 
@@ -30,6 +32,10 @@ class Wiring:
     norm_before_residual: bool = False
     norm_output: bool = False
     extra_layer_norm: str = "input_layernorm"  # pre-attention norm of decoder layers >= 1
+    # draft parameters the engine leaves at their initial values (kit names, e.g. layers.0.mlp.
+    # up_proj.weight): the run resets them as the engine's allocation would leave them
+    reset_params: tuple[str, ...] = ()
+    engine_error: str = ""                 # non-empty: the engine refuses to serve it (no run)
     note: str = ""
 
     def __post_init__(self):
@@ -46,6 +52,7 @@ class Wiring:
                 "hidden_source": self.hidden_source, "fc_rule": self.fc_rule,
                 "d2t_mode": self.d2t_mode, "norm_before_residual": self.norm_before_residual,
                 "norm_output": self.norm_output, "extra_layer_norm": self.extra_layer_norm,
+                "reset_params": list(self.reset_params), "engine_error": self.engine_error,
                 "note": self.note}
 
 
@@ -59,13 +66,36 @@ def trained_wiring(cfg: DraftConfig, target: TargetInfo | None) -> Wiring:
 
 def engine_wiring(profile, cfg: DraftConfig, shapes: dict, target: TargetInfo | None) -> Wiring:
     plan = plan_load(profile, cfg, shapes, target)
-    unloaded_map = profile.d2t_param in plan.unloaded
+    unloaded = [u.split("[")[0] for u in plan.unloaded]
+    reset = tuple(n for u in plan.unloaded if u.split("[")[0] != profile.d2t_param
+                  for n in kit_param_names(u))
+    error = next((f.message for f in plan.findings if f.code == "LOAD_ERROR"), "")
     return Wiring(profile.key, tuple(plan.aux.captured) if plan.aux.captured is not None else None,
                   "concat" if plan.aux.use_aux else "final_norm",
                   "engine" if profile.fc_skip_when_width_is_hidden else "always",
-                  "none" if unloaded_map else profile.d2t_reading,
+                  "none" if profile.d2t_param in unloaded else profile.d2t_reading,
                   plan.flags["norm_before_residual"], plan.flags["norm_output"],
-                  profile.extra_layer_attn_norm, note=f"as {profile.key} serves it ({plan.verdict})")
+                  profile.extra_layer_attn_norm, reset, error,
+                  note=f"as {profile.key} serves it ({plan.verdict}"
+                       + (f"; {len(reset)} parameter(s) left at init" if reset else "") + ")")
+
+
+_FUSED_SHARDS = {"qkv_proj": {"q": "q_proj", "k": "k_proj", "v": "v_proj"},
+                 "gate_up_proj": {"0": "gate_proj", "1": "up_proj"}}
+
+
+def kit_param_names(engine_label: str) -> list[str]:
+    """An engine parameter label from the load plan ("model.midlayer.self_attn.qkv_proj.weight[q,k]",
+    "model.layers.1.hidden_norm.weight") -> the draft model's own parameter names."""
+    name, _, shards = engine_label.partition("[")
+    name = name.removeprefix("model.")
+    if name.startswith("midlayer."):
+        name = "layers.0." + name[len("midlayer."):]
+    for fused, parts in _FUSED_SHARDS.items():
+        if f".{fused}." in name:
+            wanted = shards.rstrip("]").split(",") if shards else list(parts)
+            return [name.replace(fused, parts[s]) for s in wanted if s in parts]
+    return [name]
 
 
 def wiring_presets(cfg: DraftConfig, shapes: dict, target: TargetInfo | None,
@@ -86,6 +116,10 @@ def wiring_presets(cfg: DraftConfig, shapes: dict, target: TargetInfo | None,
                                       note="d2t read as absolute ids")
     presets["d2t_none"] = replace(trained, name="d2t_none", d2t_mode="none",
                                   note="no d2t: draft id i used as target id i")
+    presets["embeddings_only"] = replace(
+        trained, name="embeddings_only", hidden_source="zeros",
+        note="no target state (zeros): what the draft's token path alone achieves, the floor "
+             "under every wiring whose features are useless")
     presets["norm_before_residual_flipped"] = replace(
         trained, name="norm_before_residual_flipped",
         norm_before_residual=not trained.norm_before_residual,
