@@ -75,6 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--n-samples", type=int, default=None, metavar="N")
     acc.add_argument("--wiring", default="trained")
     acc.add_argument("--list-wirings", action="store_true")
+    acc.add_argument("--what-if", action="store_true",
+                     help="simulate every wiring and rank them against --observed")
+    acc.add_argument("--observed", metavar="FILE_OR_NUMBER",
+                     help="what the engine reported: an accept length, an SGLang/vLLM log, "
+                          "Prometheus text or SGLang JSON (implies --what-if)")
+    acc.add_argument("--stop-at-eos", action="store_true",
+                     help="end a prompt at the target's EOS (off: runs stay comparable)")
     acc.add_argument("--device", choices=["cpu", "cuda"])
     acc.add_argument("--json", action="store_true")
     acc.set_defaults(func=cmd_accept)
@@ -162,8 +169,11 @@ def cmd_accept(args) -> int:
         return EXIT_OK
     prompts = args.prompts or str(Path(__file__).resolve().parent.parent / "data_samples"
                                   / "prompts.jsonl")
+    if args.what_if or args.observed is not None:
+        return _accept_what_if(args, prompts)
     result = measure_acceptance(args.checkpoint, args.target, prompts, args.wiring,
-                                args.num_steps, args.max_new_tokens, args.n_samples, args.device)
+                                args.num_steps, args.max_new_tokens, args.n_samples, args.device,
+                                stop_at_eos=args.stop_at_eos)
     stats = result.stats()
     if args.json:
         sys.stdout.write(json.dumps(stats, indent=2) + "\n")
@@ -173,6 +183,24 @@ def cmd_accept(args) -> int:
               f"{stats['n_samples']} prompts)")
         print("per-position acceptance: " + ", ".join(f"{a:.3f}" for a in
                                                         stats["per_position_acceptance"]))
+    return EXIT_OK
+
+
+def _accept_what_if(args, prompts: str) -> int:
+    from .hidden_check import what_if
+
+    report = what_if(args.checkpoint, args.target, prompts, args.observed, args.num_steps,
+                     args.max_new_tokens, args.n_samples, args.device)
+    if args.json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        return EXIT_OK
+    print(f"{'wiring':<30} {'accept len':>10} {'± se':>6} {'vs observed':>11}  note")
+    for row in report["rows"]:
+        mal = "crashes" if row["error"] else f"{row['mean_accept_length']:.3f}"
+        se = f"{row['standard_error']:.3f}" if row["standard_error"] is not None else ""
+        mark = {True: "consistent", False: "", None: ""}[row["consistent"]]
+        print(f"{row['wiring']:<30} {mal:>10} {se:>6} {mark:>11}  {row['error'] or row['note']}")
+    print(report["explanation"])
     return EXIT_OK
 
 

@@ -142,10 +142,23 @@ def explain(rows: list[WhatIfRow], observed=None) -> str:
                 f"closest: {closest.wiring.name} ({closest.mean_accept_length:.2f})"
                 if closest else f"no wiring could run to compare with the observed {target:.2f}")
         return f"{head}; {trained_txt}."
-    verdict = ("the engine computes what was trained" if "trained" in consistent
-               else "the engine is not computing what was trained")
+    if _at_floor(trained, by_name.get("embeddings_only")):
+        verdict = ("even as trained the draft does no better than with no target state at all, "
+                   "so the checkpoint itself is broken (NaN or untrained weights, a wrong d2t): "
+                   "run eagle3-nb inspect")
+    elif "trained" in consistent:
+        verdict = "the engine computes what was trained"
+    else:
+        verdict = "the engine is not computing what was trained"
     return (f"observed {target:.2f} is consistent with: {', '.join(consistent)}; {trained_txt}: "
             f"{verdict}.")
+
+
+def _at_floor(trained: WhatIfRow | None, floor: WhatIfRow | None) -> bool:
+    if not (trained and trained.result and floor and floor.result):
+        return False
+    band = AGREEMENT_SE * (trained.standard_error() or 0) + AGREEMENT_FLOOR
+    return trained.mean_accept_length <= floor.mean_accept_length + band
 
 
 def what_if_json(rows: list[WhatIfRow], observed=None) -> dict[str, Any]:
