@@ -34,6 +34,10 @@ CODES: dict[str, str] = {
     "D2T_AMBIGUOUS": "d2t reads as offsets and as absolute ids; nothing decides",
     "T2D_MISMATCH": "t2d disagrees with d2t",
     "LOW_VOCAB_COVERAGE": "a corpus's target tokens fall outside the draft vocab",
+    # simulated acceptance on a real target
+    "ACCEPT_AT_FLOOR": "as trained, the draft accepts no more than with no target state at all",
+    "ACCEPT_COLLAPSES": "served as the engine would, the simulated accept length collapses",
+    "ACCEPT_MISMATCH": "the engine's reported acceptance differs from the as-trained simulation",
 }
 
 

@@ -142,7 +142,7 @@ def explain(rows: list[WhatIfRow], observed=None) -> str:
                 f"closest: {closest.wiring.name} ({closest.mean_accept_length:.2f})"
                 if closest else f"no wiring could run to compare with the observed {target:.2f}")
         return f"{head}; {trained_txt}."
-    if _at_floor(trained, by_name.get("embeddings_only")):
+    if at_floor(trained, by_name.get("embeddings_only")):
         verdict = ("even as trained the draft does no better than with no target state at all, "
                    "so the checkpoint itself is broken (NaN or untrained weights, a wrong d2t): "
                    "run eagle3-nb inspect")
@@ -154,7 +154,7 @@ def explain(rows: list[WhatIfRow], observed=None) -> str:
             f"{verdict}.")
 
 
-def _at_floor(trained: WhatIfRow | None, floor: WhatIfRow | None) -> bool:
+def at_floor(trained: WhatIfRow | None, floor: WhatIfRow | None) -> bool:
     if not (trained and trained.result and floor and floor.result):
         return False
     band = AGREEMENT_SE * (trained.standard_error() or 0) + AGREEMENT_FLOOR

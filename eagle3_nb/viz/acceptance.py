@@ -401,3 +401,27 @@ def context_heatmap(result, bucket: int = 16, conditional: bool = False, display
                                 f"(buckets of {bucket})", type="category")
     fig.update_yaxes(title_text="draft position i", dtick=1, autorange="reversed")
     return _out(fig, display)
+
+
+# ----------------------------------------------------------------------------- what-if
+
+def what_if_html(what_if: dict[str, Any], display: bool = False) -> HTMLString:
+    """The what-if ranking (`whatif.what_if_json`): one row per wiring, closest to the engine's
+    figure first; wirings consistent with it are marked, rows that cannot run say why."""
+    observed = what_if.get("observed_accept_length")
+    rows = []
+    for r in what_if["rows"]:
+        mal = r["mean_accept_length"]
+        value = (badge("no run", RED, r["error"]) if r["error"] else
+                 fmt_num(mal, 3) + muted(f" ± {fmt_num(r['standard_error'], 2)}"))
+        mark = badge("consistent", BLUE) if r["consistent"] else ""
+        colors = BLUE[1] if r["consistent"] else (RED[1] if r["error"] else None)
+        rows.append(([cell(esc(r["wiring"]), nowrap=True), cell(value, align="right", nowrap=True),
+                      cell(_rates(r["per_position_acceptance"] or []) if mal else ""),
+                      cell(fmt_num(r["distance"], 3), align="right"), cell(mark),
+                      cell(muted(r["error"] or r["note"]))], colors))
+    headers = ["wiring", "accept length", "α per position", "|Δ| to observed", "", "what it is"]
+    sub = (f"engine reported {fmt_num(observed, 3)} ({esc(what_if.get('observed_source'))})"
+           if observed is not None else "no engine figure given: ranked by accept length")
+    return show(panel("Which wiring reproduces the engine's number?", table(headers, rows), sub)
+                + note(esc(what_if["explanation"])), display)

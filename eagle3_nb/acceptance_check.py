@@ -1,0 +1,177 @@
+"""Notebook 04's question in one call: how many drafted tokens does the target accept, under the
+wiring the draft was trained with and under each engine's, and which of them reproduces what the
+engine reported?
+
+checkpoint + target dir (+ prompts, + the engine's figure) -> the chosen wiring's simulation with
+every step, a second wiring to compare, the what-if ranking of every wiring, and findings.
+With hidden-state dumps instead of a target there is no greedy verification: the draft is scored
+teacher-forced against the recorded tokens, and labelled so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import Eagle3NbError
+from .findings import ERROR, WARNING, Finding
+
+COLLAPSE_FRACTION = 0.5  # an engine wiring keeping at most this share of (trained - 1) collapses
+
+
+@dataclass
+class AcceptanceCheck:
+    checkpoint: str
+    target: str | None
+    num_steps: int
+    max_new_tokens: int
+    wiring: str
+    result: Any = None                 # AcceptanceResult of `wiring`
+    compare: Any = None                # AcceptanceResult of the wiring shown beside it
+    rows: list = field(default_factory=list)   # ranked WhatIfRows
+    observed: Any = None               # ObservedMetrics
+    teacher_forced: list[dict] = field(default_factory=list)  # dumps only
+    findings: list[Finding] = field(default_factory=list)
+    decode: Callable[[int], str] | None = None
+
+    def summary(self) -> dict[str, Any]:
+        from .whatif import what_if_json
+
+        return {"checkpoint": self.checkpoint, "target": self.target,
+                "num_steps": self.num_steps, "max_new_tokens": self.max_new_tokens,
+                "wiring": self.wiring,
+                "headline": self.result.stats() if self.result else None,
+                "compare": self.compare.stats() if self.compare else None,
+                "what_if": what_if_json(self.rows, self.observed) if self.rows else None,
+                "observed": self.observed.to_dict() if self.observed else None,
+                "teacher_forced": self.teacher_forced or None,
+                "findings": [f.to_json() for f in self.findings]}
+
+
+def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
+                     prompts: str | Path | None = None, hidden_states: str | Path | None = None,
+                     wiring: str = "trained", compare: str | None = None, num_steps: int = 4,
+                     max_new_tokens: int = 64, n_samples: int | None = None,
+                     observed=None, what_if: bool = True, engines: list[str] | None = None,
+                     device: str | None = None) -> AcceptanceCheck:
+    from .metrics import parse_observed
+
+    if not target and not hidden_states:
+        raise Eagle3NbError("no target and no hidden-state dumps", "target / hidden_states",
+                            "give the target model directory (or the engine's dumps)")
+    obs = parse_observed(observed) if observed not in (None, "") else None
+    check = AcceptanceCheck(str(checkpoint), str(target) if target else None, num_steps,
+                            max_new_tokens, wiring, observed=obs)
+    if hidden_states:  # the target, if given, only lends its embeddings (as engines share them)
+        check.teacher_forced = _score_dumps(checkpoint, hidden_states, target, num_steps,
+                                            n_samples, device)
+        return check
+    _simulate_wirings(check, target, prompts, compare, n_samples, what_if, engines, device)
+    check.findings = acceptance_findings(check.rows, obs)
+    return check
+
+
+def _simulate_wirings(check, target, prompts, compare, n_samples, what_if, engines, device):
+    from .hidden_check import load_for_run, read_prompts
+    from .whatif import rank, run_what_if
+
+    draft, tgt, presets = load_for_run(check.checkpoint, target, engines, device)
+    for name in (check.wiring, compare):
+        if name and name not in presets:
+            raise Eagle3NbError(f"unknown wiring {name!r}", "wiring", f"one of: {', '.join(presets)}")
+    chosen = presets if what_if else {n: presets[n] for n in {check.wiring, compare} if n}
+    samples = read_prompts(prompts, tgt, n_samples)
+    rows = run_what_if(draft, tgt, samples, chosen, check.num_steps, check.max_new_tokens)
+    by_name = {r.wiring.name: r for r in rows}
+    if by_name[check.wiring].result is None:
+        raise Eagle3NbError(f"wiring {check.wiring} cannot run: {by_name[check.wiring].error}",
+                            "wiring", "pick another (eagle3-nb accept --list-wirings)")
+    check.result = by_name[check.wiring].result
+    compare = compare or _most_different(rows, check.wiring)
+    check.compare = by_name[compare].result if compare else None
+    check.rows = rank(rows, check.observed) if what_if else []
+    check.decode = _decoder(tgt)
+
+
+def _most_different(rows, wiring: str) -> str | None:
+    """The engine wiring whose accept length is furthest from the chosen one (what to look at
+    side by side when nothing was asked for)."""
+    base = next(r for r in rows if r.wiring.name == wiring).mean_accept_length
+    engines = [r for r in rows if r.result and "==" in r.wiring.name and r.wiring.name != wiring]
+    if not engines:
+        return None
+    far = max(engines, key=lambda r: abs(r.mean_accept_length - base))
+    return far.wiring.name if abs(far.mean_accept_length - base) > 0 else None
+
+
+def _decoder(target) -> Callable[[int], str] | None:
+    if target.tokenizer is None:
+        return None
+    return lambda token_id: target.tokenizer.decode([int(token_id)], skip_special_tokens=False)
+
+
+def _score_dumps(checkpoint, hidden_states, target, num_steps, n_samples, device) -> list[dict]:
+    from .acceptance import score_dumps
+    from .hidden_check import pick_device
+    from .model import load_draft
+    from .target import read_dump
+    from .wiring import Wiring
+
+    dev, dtype = pick_device(device)
+    draft = load_draft(checkpoint, dev, dtype, embed_from=target)
+    samples = read_dump(hidden_states)
+    samples = (samples if isinstance(samples, list) else [samples])[:n_samples]
+    wirings = [Wiring("trained", None, norm_before_residual=draft.wiring.norm_before_residual,
+                      norm_output=draft.wiring.norm_output)]
+    if all(s.last_hidden_state is not None for s in samples):
+        wirings.append(Wiring("single_layer", None, "final_norm", "engine"))
+    return [score_dumps(draft, samples, num_steps, w) for w in wirings]
+
+
+def acceptance_findings(rows, observed=None) -> list[Finding]:
+    """Findings from the what-if rows: the draft at its floor as trained, engine wirings that
+    collapse it, and an observed figure the trained wiring does not explain."""
+    from .whatif import at_floor, observed_accept_length
+
+    by_name = {r.wiring.name: r for r in rows}
+    trained = by_name.get("trained")
+    if not trained or not trained.result:
+        return []
+    out = []
+    if at_floor(trained, by_name.get("embeddings_only")):
+        out.append(Finding("ACCEPT_AT_FLOOR", ERROR,
+                           f"as trained the draft's simulated accept length is "
+                           f"{trained.mean_accept_length:.2f}, no better than with no target "
+                           f"state ({by_name['embeddings_only'].mean_accept_length:.2f})",
+                           {"trained": trained.mean_accept_length}))
+    else:
+        out += _collapses(rows, trained)
+    target = observed_accept_length(observed)
+    if target is not None and trained.consistent is False:
+        explaining = [r.wiring.name for r in rows if r.consistent]
+        out.append(Finding("ACCEPT_MISMATCH", ERROR if target < trained.mean_accept_length else WARNING,
+                           f"the engine reported {target:.2f}, the draft as trained simulates "
+                           f"{trained.mean_accept_length:.2f}; consistent with: "
+                           f"{', '.join(explaining) or 'no simulated wiring'}",
+                           {"observed": target, "trained": trained.mean_accept_length,
+                            "consistent": explaining}))
+    return out
+
+
+def _collapses(rows, trained) -> list[Finding]:
+    gain = trained.mean_accept_length - 1
+    out = []
+    for r in rows:
+        if "==" not in r.wiring.name:
+            continue
+        if r.result is None:
+            continue  # an engine that refuses the draft is notebook 01's LOAD_ERROR
+        if r.mean_accept_length - 1 <= COLLAPSE_FRACTION * gain:
+            out.append(Finding("ACCEPT_COLLAPSES", ERROR,
+                               f"served as {r.wiring.name} would, the simulated accept length is "
+                               f"{r.mean_accept_length:.2f} against {trained.mean_accept_length:.2f} "
+                               f"as trained; {r.wiring.note}",
+                               {"served": r.mean_accept_length,
+                                "trained": trained.mean_accept_length}, engine=r.wiring.name))
+    return out
