@@ -60,6 +60,8 @@ def test_notebook_is_stored_clean_and_thin(path):
         assert cell.execution_count is None
         assert "papermill" not in cell.metadata and "execution" not in cell.metadata
         n = len(cell.source.strip().splitlines())
+        if "parameters" in cell.metadata.get("tags", []):
+            continue  # declarations, one per line: no logic to move
         assert n <= MAX_CELL_LINES, f"{n}-line cell (move it into eagle3_nb): {cell.source[:60]!r}"
 
 
