@@ -126,15 +126,15 @@ def _progress(items, enabled: bool | None, desc: str):
 
 
 def _simulate_one(draft, target, prompt, k, max_new_tokens, wiring, eos) -> SampleRun:
-    out = target.forward_hidden(prompt)
+    out = target.forward_hidden(prompt, logits_to_keep=1)
     seq = torch.cat([prompt, out.next_tokens[-1:].cpu()])
     run = SampleRun(prompt.tolist(), int(seq[-1]))
     while len(seq) - len(prompt) < max_new_tokens and int(seq[-1]) not in eos:
         feats = draft_features(out, wiring)[: len(seq) - 1].to(draft.fc.weight.device)
         proposal = draft.step(seq[1:][None].to(feats.device), feats[None], k, wiring=wiring)
         drafted = proposal.target_ids[0].cpu()
-        out = target.forward_hidden(torch.cat([seq, drafted]))
-        preds = out.next_tokens[len(seq) - 1:].cpu()          # k + 1 target choices
+        out = target.forward_hidden(torch.cat([seq, drafted]), logits_to_keep=k + 1)
+        preds = out.next_tokens.cpu()          # the target's k + 1 choices after seq[:-1]
         accepted = int((drafted == preds[:k]).int().cumprod(0).sum())
         run.steps.append(VerifyStep(len(seq), drafted.tolist(), preds.tolist(), accepted,
                                     _top_candidates(draft, proposal.logits[0], wiring)))

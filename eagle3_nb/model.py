@@ -279,10 +279,12 @@ class Eagle3Draft(nn.Module):
 
     # -- passes ---------------------------------------------------------------------------
     def run(self, input_ids, hidden_states, position_ids=None, cache: DraftCache | None = None,
-            wiring: Wiring | None = None, own_features: bool = False) -> DraftOutput:
+            wiring: Wiring | None = None, own_features: bool = False,
+            last_only: bool = False) -> DraftOutput:
         """One causal pass: input_ids [B, T] (target ids, already shifted), hidden_states
         [B, T, A*Ht] target features (fc applies), or with own_features the draft's own H-wide
-        output fed back (fc never applies, in every engine)."""
+        output fed back (fc never applies, in every engine). last_only: logits and features of
+        the last position only (drafting needs no more; the lm_head is the big matmul)."""
         wiring = wiring or self.wiring
         B, T = input_ids.shape
         if position_ids is None:
@@ -296,6 +298,7 @@ class Eagle3Draft(nn.Module):
         for i, layer in enumerate(self.layers):
             h = layer(h, embeds, position_ids, self.inv_freq, wiring,
                       cache.layers[i] if cache is not None else None)
+        h = h[:, -1:] if last_only else h
         normed = self.norm(h)
         return DraftOutput(self.lm_head(normed), normed if wiring.norm_output else h, applied)
 
@@ -310,8 +313,8 @@ class Eagle3Draft(nn.Module):
         id through d2t) with the draft's own H-wide feature, one position at a time."""
         wiring = wiring or self.wiring
         cache = cache if cache is not None else DraftCache()
-        out = self.run(input_ids, hidden_states, position_ids, cache, wiring)
-        logits, feature = out.logits[:, -1:], out.features[:, -1:]
+        out = self.run(input_ids, hidden_states, position_ids, cache, wiring, last_only=True)
+        logits, feature = out.logits, out.features
         last_pos = (position_ids[:, -1:] if position_ids is not None
                     else torch.full_like(input_ids[:, -1:], cache.length - 1))
         all_logits, draft_ids = [], []

@@ -78,7 +78,8 @@ class TargetOutput:
 
     hidden_states: L+1 entries, HF semantics (index k = residual stream after k layers; index L is
         the final-norm output). pre_norm_last: the last decoder layer's output before the final
-        norm (what engines capture as layer L). logits [.., V]; next_tokens: greedy argmax [..].
+        norm (what engines capture as layer L). logits [.., V]; next_tokens: greedy argmax [..]
+        (both over the last n positions only when the pass kept n).
     """
     hidden_states: tuple[torch.Tensor, ...]
     pre_norm_last: torch.Tensor
@@ -301,9 +302,10 @@ class TargetModel:
         return ids.to(dev), (mask.to(dev) if mask is not None else None), unbatched
 
     @torch.no_grad()
-    def forward_hidden(self, input_ids, attention_mask=None) -> TargetOutput:
+    def forward_hidden(self, input_ids, attention_mask=None, logits_to_keep: int = 0) -> TargetOutput:
         """One forward pass: every hidden state (HF tuple), the pre-norm last-layer state, logits
-        and the greedy next token at each position."""
+        and the greedy next token at each position; with logits_to_keep=n only at the last n
+        positions (the lm_head over every position dominates a long pass of a big-vocab model)."""
         ids, mask, unbatched = self._prepare(input_ids, attention_mask)
         captured: list[torch.Tensor] = []
 
@@ -317,7 +319,7 @@ class TargetModel:
             if mask is not None:
                 kwargs["attention_mask"] = mask
                 kwargs["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0)
-            out = self.model(**kwargs)
+            out = self._run_model(kwargs, logits_to_keep)
         finally:
             handle.remove()
         hidden = tuple(out.hidden_states)
@@ -331,6 +333,16 @@ class TargetModel:
             result = TargetOutput(tuple(h[0] for h in hidden), captured[0][0], logits[0],
                                   result.next_tokens[0], None)
         return result
+
+    def _run_model(self, kwargs: dict[str, Any], logits_to_keep: int):
+        if not logits_to_keep:
+            return self.model(**kwargs)
+        try:
+            return self.model(**kwargs, logits_to_keep=logits_to_keep)
+        except TypeError:  # a model class without the argument: full logits, sliced
+            out = self.model(**kwargs)
+            out.logits = out.logits[..., -logits_to_keep:, :]
+            return out
 
     def aux_hidden_states(self, input_ids, layer_ids: Sequence[int], convention: str = "hf",
                           attention_mask=None, final: str = "hf",

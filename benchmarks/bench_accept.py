@@ -1,0 +1,155 @@
+"""Benchmark: simulated speculative decoding (`eagle3_nb.acceptance.simulate`), verify steps/s.
+
+Two cases, per device (CPU in float32 always; CUDA in bfloat16 when `torch.cuda.is_available()`):
+
+  tiny     the bundled trained draft (data_samples/drafts/good) on the bundled 8-layer target,
+           the bundled held-out prompts, k=--num-steps, --max-new-tokens per prompt
+  8b-draft a Llama-3.1-8B-sized EAGLE-3 draft with random weights (H=4096, 32/8 heads, I=14336,
+           Vd=32000, Vt=128256, fc 3*4096 -> 4096) on a random Llama target of the same width
+           with --target-layers layers (default: 32, the real depth, on CUDA; 2 on CPU, where a
+           32-layer float32 target does not fit in memory), random prompts of --prompt-len tokens
+
+Per case: verify steps, generated tokens, wall seconds, verify steps/s, tokens/s, and the share
+of the time spent in target passes (the rest is the draft's extend + k autoregressive steps, and
+the simulator's own bookkeeping). Random weights accept ~nothing (accept length ~1), so the
+8b-draft rows measure cost, not quality.
+
+The simulator recomputes the target over the whole sequence at every verify step (no target KV
+cache: one code path for every Hugging Face model, and the pass also yields the states the next
+draft step needs), so its cost per step grows with the sequence; the draft re-extends over the
+committed prefix each step for the same reason. A script that prints a table, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from eagle3_nb.acceptance import simulate  # noqa: E402
+from eagle3_nb.wiring import Wiring  # noqa: E402
+
+SAMPLES = REPO / "data_samples"
+
+
+class TimedTarget:
+    """A TargetModel whose forward passes are timed (synchronised on CUDA)."""
+
+    def __init__(self, target):
+        self.target, self.seconds = target, 0.0
+
+    def __getattr__(self, name):
+        return getattr(self.target, name)
+
+    def forward_hidden(self, *args, **kwargs):
+        sync(self.target.device)
+        t = time.perf_counter()
+        out = self.target.forward_hidden(*args, **kwargs)
+        sync(self.target.device)
+        self.seconds += time.perf_counter() - t
+        return out
+
+
+def sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def tiny_case(device, dtype, args):
+    from eagle3_nb.hidden_check import read_prompts
+    from eagle3_nb.model import load_draft
+    from eagle3_nb.target import TargetModel
+
+    target = TargetModel.load(SAMPLES / "target", device=device, dtype=dtype)
+    draft = load_draft(SAMPLES / "drafts" / "good", device, dtype, embed_from=SAMPLES / "target")
+    prompts = read_prompts(SAMPLES / "prompts.jsonl", target, args.prompts)
+    return draft, target, prompts, Wiring("trained", (2, 4, 5))
+
+
+def big_case(device, dtype, args):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from eagle3_nb.config import parse_config
+    from eagle3_nb.model import Eagle3Draft
+    from eagle3_nb.target import TargetModel
+
+    H, I, Vt, Vd = 4096, 14336, 128256, 32000
+    layers = args.target_layers or (32 if torch.device(device).type == "cuda" else 2)
+    torch.manual_seed(0)
+    with torch.device(device):
+        config = LlamaConfig(hidden_size=H, intermediate_size=I, num_attention_heads=32,
+                             num_key_value_heads=8, num_hidden_layers=layers, vocab_size=Vt,
+                             max_position_embeddings=8192, torch_dtype=dtype)
+        target = TargetModel(LlamaForCausalLM(config).to(dtype).eval())
+        cfg = parse_config({"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
+                            "hidden_size": H, "intermediate_size": I, "num_attention_heads": 32,
+                            "num_key_value_heads": 8, "vocab_size": Vt, "draft_vocab_size": Vd,
+                            "num_hidden_layers": 1, "max_position_embeddings": 8192})
+        draft = Eagle3Draft(cfg, 3).to(dtype).eval()
+    ids = [2, max(2, layers // 2), max(2, layers - 3)] if layers >= 4 else [1, 1, layers]
+    prompts = [torch.randint(0, Vt, (args.prompt_len,)) for _ in range(args.prompts)]
+    return draft, target, prompts, Wiring("bench", tuple(ids))
+
+
+def measure(name, build, device, dtype, args) -> dict:
+    draft, target, prompts, wiring = build(device, dtype, args)
+    timed = TimedTarget(target)
+    simulate(draft, timed, prompts[:1], args.num_steps, 4, wiring, progress=False)  # warm-up
+    timed.seconds = 0.0
+    sync(device)
+    t = time.perf_counter()
+    result = simulate(draft, timed, prompts, args.num_steps, args.max_new_tokens, wiring,
+                      progress=False)
+    sync(device)
+    wall = time.perf_counter() - t
+    stats = result.stats()
+    return {"case": name, "device": str(device), "dtype": str(dtype).replace("torch.", ""),
+            "prompts": len(prompts), "steps": stats["n_verify_steps"],
+            "tokens": stats["n_tokens"], "s": wall,
+            "steps/s": stats["n_verify_steps"] / wall, "tokens/s": stats["n_tokens"] / wall,
+            "target share": timed.seconds / wall, "accept len": stats["mean_accept_length"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", nargs="+", default=["tiny", "8b-draft"])
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--prompt-len", type=int, default=128, help="8b-draft prompt length")
+    parser.add_argument("--num-steps", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--target-layers", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--quick", action="store_true", help="2 prompts, 16 tokens")
+    args = parser.parse_args()
+    if args.quick:
+        args.prompts, args.max_new_tokens = 2, 16
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    devices = [("cpu", torch.float32)]
+    if torch.cuda.is_available():
+        devices.append(("cuda", torch.bfloat16))
+    builders = {"tiny": tiny_case, "8b-draft": big_case}
+    rows = [measure(c, builders[c], dev, dt, args) for dev, dt in devices for c in args.cases]
+    print_table(rows)
+
+
+def print_table(rows: list[dict]) -> None:
+    cols = ["case", "device", "dtype", "prompts", "steps", "tokens", "s", "steps/s", "tokens/s",
+            "target share", "accept len"]
+    fmt = {"s": "{:.2f}", "steps/s": "{:.1f}", "tokens/s": "{:.1f}", "target share": "{:.0%}",
+           "accept len": "{:.2f}"}
+    cells = [[fmt.get(c, "{}").format(r[c]) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
+    for row in cells:
+        print("  ".join(v.rjust(w) for v, w in zip(row, widths)))
+
+
+if __name__ == "__main__":
+    main()
