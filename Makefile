@@ -20,8 +20,11 @@ setup: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
 
+# The full report on a bundled broken draft and the tiny target into reports/demo (an earlier
+# demo there is replaced). One torch thread: the tiny target gains nothing from more, and on a
+# shared 2-core machine spinning OpenMP threads slow the notebooks down several times.
 demo: $(STAMP)
-	$(VENV)/bin/eagle3-nb demo
+	OMP_NUM_THREADS=1 $(VENV)/bin/eagle3-nb demo
 
 samples: $(STAMP)
 	$(PY) -m eagle3_nb.samples
@@ -35,6 +38,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_inspect.py
 	$(PY) benchmarks/bench_stats.py
 	$(PY) benchmarks/bench_draft.py --quick
+	$(PY) benchmarks/bench_accept.py --quick
 
 clean:
 	rm -rf $(VENV) reports
