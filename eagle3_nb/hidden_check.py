@@ -77,8 +77,13 @@ def check_hidden_states(checkpoint: str | Path, target: str | Path, prompts: str
 
 
 def _evaluate(draft, target, samples, wiring, draft_features, first_step_accuracy, trace_shapes):
+    from .model import as_engine_leaves
+
     row: dict[str, Any] = {"wiring": wiring.to_json()}
     try:
+        if wiring.engine_error:
+            raise Eagle3NbError(f"{wiring.name} does not serve this draft: {wiring.engine_error}")
+        draft = as_engine_leaves(draft, wiring)  # what the engine computes with unloaded params
         ids = samples[0].to(target.device)
         feats = draft_features(target.forward_hidden(ids), wiring)[:-1]
         trace = trace_shapes(draft, ids[1:][None], feats[None], wiring)

@@ -214,3 +214,14 @@ def test_cli_rejects_a_bad_observation_without_traceback():
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert "below 1" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@needs_target
+def test_notebook_03_check_sees_the_dropped_layer_too():
+    from eagle3_nb.hidden_check import check_hidden_states
+
+    data = check_hidden_states(DRAFTS / "layers0-flat", TARGET, SAMPLES / "prompts.jsonl",
+                               engines=["sglang==0.5.9", "sglang==0.5.23"], n_samples=2)
+    acc = {r["wiring"]["name"]: r["accuracy"] for r in data["wirings"]}
+    assert acc["sglang==0.5.23"] == acc["trained"] > 0.3
+    assert acc["sglang==0.5.9"] < 0.5 * acc["trained"]
