@@ -169,9 +169,14 @@ def _collapses(rows, trained) -> list[Finding]:
             continue  # an engine that refuses the draft is notebook 01's LOAD_ERROR
         if r.mean_accept_length - 1 <= COLLAPSE_FRACTION * gain:
             out.append(Finding("ACCEPT_COLLAPSES", ERROR,
-                               f"served as {r.wiring.name} would, the simulated accept length is "
+                               f"served as the engine would, the simulated accept length is "
                                f"{r.mean_accept_length:.2f} against {trained.mean_accept_length:.2f} "
-                               f"as trained; {r.wiring.note}",
+                               f"as trained{_resets(r.wiring)}",
                                {"served": r.mean_accept_length,
                                 "trained": trained.mean_accept_length}, engine=r.wiring.name))
     return out
+
+
+def _resets(wiring) -> str:
+    n = len(wiring.reset_params)
+    return f" ({n} draft parameter(s) left at their initial values)" if n else ""

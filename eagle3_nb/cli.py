@@ -86,8 +86,40 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--json", action="store_true")
     acc.set_defaults(func=cmd_accept)
 
-    demo = sub.add_parser("demo", help="run notebook 01 on a bundled broken draft, render HTML")
-    demo.add_argument("--out", default="reports/demo", help="output directory (default reports/demo)")
+    rep = sub.add_parser("report", help="run every notebook headless: offline HTML pages, "
+                         "index.html and summary.json")
+    rep.add_argument("checkpoint", help="draft checkpoint directory")
+    rep.add_argument("--target", metavar="DIR", help="target model directory (transformers); "
+                     "also supplies --target-config and --tokenizer when those are not given")
+    rep.add_argument("--hidden-states", metavar="DIR", help="the engine's hidden-state dumps "
+                     "(speculators hs_*.safetensors or SpecForge .ckpt)")
+    rep.add_argument("--engine", action="append", default=[], metavar="NAME==VERSION",
+                     help="engine profile (repeatable); default: every known profile")
+    rep.add_argument("--observed", metavar="FILE_OR_NUMBER",
+                     help="what the engine reported: an accept length, or its log/metrics file")
+    rep.add_argument("--device", choices=["cpu", "cuda"])
+    rep.add_argument("--out", metavar="DIR", help="output directory (default reports/<checkpoint "
+                     "dir name>); must not exist or be empty")
+    rep.add_argument("--overwrite", action="store_true",
+                     help="replace an earlier report in --out (nothing else is ever deleted)")
+    rep.add_argument("--fail-on", choices=["error", "warning", "never"], default="error",
+                     help="exit 1 on error findings or a failed notebook (default), also on "
+                          "warnings, or never")
+    rep.add_argument("--target-config", metavar="CONFIG_JSON")
+    rep.add_argument("--tokenizer", metavar="TOKENIZER_JSON")
+    rep.add_argument("--corpus", metavar="FILE", help="JSON Lines or text: vocabulary coverage")
+    rep.add_argument("--prompts", metavar="FILE", help="JSON Lines: prompt or input_ids")
+    rep.add_argument("--num-steps", type=int, metavar="K", help="draft depth to simulate")
+    rep.add_argument("--wiring", help="wiring to simulate (eagle3-nb accept --list-wirings)")
+    rep.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
+                     metavar=("NAME", "VALUE"), help="any other notebook parameter (repeatable)")
+    rep.set_defaults(func=cmd_report)
+
+    demo = sub.add_parser("demo", help="the full report on a bundled broken draft served against "
+                          "the bundled tiny target, into reports/demo")
+    demo.add_argument("--out", default="reports/demo",
+                      help="output directory (default reports/demo; an earlier report there is "
+                           "replaced)")
     demo.set_defaults(func=cmd_demo)
 
     eng = sub.add_parser("engines", help="list the engine profiles and the versions they cover")
@@ -97,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded by `report`
     try:
         return args.func(args)
     except Eagle3NbError as exc:
@@ -232,16 +265,41 @@ def _accept_on_dumps(args) -> int:
     return EXIT_OK
 
 
-def cmd_demo(args) -> int:
-    from .report import run_demo
+def cmd_report(args) -> int:
+    from .triage import ReportOptions, run_report
 
-    print("running notebooks/01_checkpoint_keys.ipynb on data_samples/drafts/layers0-flat ...",
-          flush=True)
-    result = run_demo(Path(args.out))
-    print(f"verdict: {result['verdict_line']}")
-    print(f"report:  {result['html']}")
-    print(f"summary: {result['summary']}")
-    return EXIT_OK
+    def path(p):
+        return None if p is None else Path(p)
+    opts = ReportOptions(
+        checkpoint=Path(args.checkpoint), out=path(args.out), target=path(args.target),
+        hidden_states=path(args.hidden_states), engines=args.engine,
+        target_config=path(args.target_config), tokenizer=path(args.tokenizer),
+        corpus=path(args.corpus), prompts=path(args.prompts), observed=args.observed,
+        device=args.device, num_steps=args.num_steps, wiring=args.wiring,
+        extra=dict(args.parameter), fail_on=args.fail_on, overwrite=args.overwrite,
+        command=["eagle3-nb", *args.argv])
+    summary = run_report(opts)
+    _print_report(summary)
+    return summary["exit_code"]
+
+
+def _print_report(summary: dict) -> None:
+    out = Path(summary["out"])
+    print(f"verdict: {summary['verdict']['text']}")
+    if summary["verdict"].get("line"):
+        print(f"engines: {summary['verdict']['line']}")
+    print(f"report:  {out / 'index.html'}")
+    print(f"summary: {out / 'summary.json'}")
+
+
+def cmd_demo(args) -> int:
+    from .triage import run_demo
+
+    print("eagle3-nb report data_samples/drafts/layers0-flat --target data_samples/target "
+          f"--out {args.out} ...", file=sys.stderr, flush=True)
+    summary = run_demo(Path(args.out))
+    _print_report(summary)
+    return EXIT_FINDINGS if summary["verdict"]["failed"] else EXIT_OK
 
 
 def cmd_engines(args) -> int:

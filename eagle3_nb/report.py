@@ -3,7 +3,8 @@ and each notebook leaves a summary.json next to them.
 
     run_notebook(NOTEBOOKS / "01_checkpoint_keys.ipynb", Path("out"), {"checkpoint": "my/draft"})
     render_html(Path("out/01_checkpoint_keys.ipynb"), Path("out/01_checkpoint_keys.html"))
-    run_demo()  # notebook 01 on the bundled layers0-flat sample, into reports/demo
+
+The whole report (every notebook, index.html, merged summary.json) is eagle3_nb.triage.
 
 The HTML works offline: plotly.js is embedded once by the notebooks' "notebook" plotly renderer;
 the template's require.js, MathJax and mermaid loaders and plotly's per-figure MathJax
@@ -29,6 +30,9 @@ SAMPLES = REPO / "data_samples"
 PATH_PARAMETERS = ("checkpoint", "target_config", "output_dir", "tokenizer", "corpus", "target",
                    "prompts", "hidden_states")  # resolved against the caller's cwd
 SUMMARY_NAME = "summary.json"
+# The kernel's own log (e.g. ipykernel's warning about its local TCP transport, once per
+# notebook) would interleave with the report's progress lines; cell errors still come through.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
 
 # Every <script src="http(s)://..."></script> that survives in a report would be fetched from the
 # network (and fail offline): plotly's per-figure MathJax loader, mostly.
@@ -43,7 +47,12 @@ _OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
 
 
 class ReportError(Eagle3NbError):
-    """A notebook run or render that failed; the message names the notebook and the cell."""
+    """A notebook run or render that failed; the message names the notebook and the cell.
+    A failed cell also sets `cell` (its execution count), `ename` and `evalue`."""
+
+    cell: int | None = None
+    ename: str | None = None
+    evalue: str | None = None
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -137,10 +146,13 @@ def run_notebook(notebook: Path, out_dir: Path, parameters: dict[str, Any] | Non
     try:
         pm.execute_notebook(notebook, output, parameters=params,
                             kernel_name=resolve_kernel(kernel_name), cwd=str(notebook.parent),
-                            progress_bar=False, log_output=False, execution_timeout=timeout_s)
+                            progress_bar=False, log_output=False, execution_timeout=timeout_s,
+                            extra_arguments=KERNEL_ARGUMENTS)
     except pm.PapermillExecutionError as exc:
-        raise ReportError(f"cell {exc.exec_count} raised {exc.ename}: {exc.evalue}",
-                          notebook.name, f"the partly executed notebook is {output}") from None
+        err = ReportError(f"cell {exc.exec_count} raised {exc.ename}: {exc.evalue}",
+                          notebook.name, f"the partly executed notebook is {output}")
+        err.cell, err.ename, err.evalue = exc.exec_count, exc.ename, exc.evalue
+        raise err from None
     return output
 
 
@@ -218,25 +230,3 @@ def _atomic_write(path: Path, text: str) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-
-
-# ----------------------------------------------------------------------------- demo
-
-def run_demo(out_dir: Path = Path("reports/demo"), kernel_name: str | None = None) -> dict[str, Any]:
-    """Notebook 01 on the bundled layers0-flat draft (the first seed story) with the bundled
-    target config: executed notebook, HTML and summary.json under `out_dir`."""
-    out_dir = Path(out_dir).resolve()
-    notebook = NOTEBOOKS / "01_checkpoint_keys.ipynb"
-    draft = SAMPLES / "drafts" / "layers0-flat"
-    if not draft.is_dir():
-        raise ReportError("bundled sample drafts not found", str(draft),
-                          "run `make samples` (python -m eagle3_nb.samples)")
-    executed = run_notebook(notebook, out_dir, {
-        "checkpoint": str(draft), "engine": "all",
-        "target_config": str(SAMPLES / "target" / "config.json"), "stats": True,
-        "interactive": False, "output_dir": str(out_dir)}, kernel_name=kernel_name)
-    html = render_html(executed, executed.with_suffix(".html"))
-    summary_path = out_dir / SUMMARY_NAME
-    summary = json.loads(summary_path.read_text())
-    return {"html": html, "summary": summary_path, "notebook": executed,
-            "verdict_line": summary["verdict_line"]}

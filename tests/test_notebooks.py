@@ -139,16 +139,20 @@ def _expectations() -> dict:
 
 def run_01(sample: str, tmp_path_factory) -> dict:
     """Notebook 01 on a bundled sample, once per sample per session: the summary and paths.
-    layers0-flat goes through report.run_demo (notebook, HTML, summary); one sample keeps the
-    widget on and one passes engines in the name:version form."""
+    layers0-flat is also rendered to HTML; one sample keeps the widget on and one passes
+    engines in the name:version form."""
     if sample in _runs:
         return _runs[sample]
-    from eagle3_nb.report import run_demo, run_notebook
+    from eagle3_nb.report import render_html, run_notebook
 
     out = tmp_path_factory.mktemp(f"nb01-{sample}")
     if sample == "layers0-flat":
-        result = run_demo(out)
-        result["executed"] = result["notebook"]
+        executed = run_notebook(NB01, out, {
+            "checkpoint": str(DRAFTS / sample), "engine": "all",
+            "target_config": str(TARGET_CONFIG), "stats": True, "interactive": False})
+        result = {"executed": executed, "summary": out / "summary.json",
+                  "html": render_html(executed, executed.with_suffix(".html"))}
+        result["verdict_line"] = json.loads(result["summary"].read_text())["verdict_line"]
     else:
         engine = ",".join(e.replace("==", ":") for e in _expectations()["engines"]) \
             if sample == "prefix-draft-model" else "all"

@@ -1,0 +1,767 @@
+"""The triage report: every notebook run headless on one checkpoint, each rendered to offline
+HTML, then one `index.html` (verdict, findings of every notebook by severity, key figures,
+links) and one `summary.json` (the same, plus versions, input hashes and the command line) for
+CI and post-mortems. Also what notebook 00 shows: the top findings with the next thing to try,
+and the engine flags to check by hand.
+
+    summary = run_report(ReportOptions(checkpoint=Path("my/draft"), out=Path("reports/x"),
+                                       target=Path("my/target")))
+    summary["exit_code"]  # follows fail_on
+
+Layout of the output directory:
+
+    index.html  summary.json  .eagle3-nb-report
+    00_triage/00_triage.ipynb  00_triage/00_triage.html  00_triage/summary.json
+    01_checkpoint_keys/...     (one folder per notebook, skipped ones absent)
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import Eagle3NbError, OutputExistsError
+from .findings import CODES, SEVERITY_ORDER
+from .report import (NOTEBOOKS, SAMPLES, SUMMARY_NAME, ReportError, _atomic_write,
+                     notebook_parameters, render_html, run_notebook)
+
+MARKER = ".eagle3-nb-report"
+FAIL_ON = ("error", "warning", "never")
+PACKAGES = ("eagle3_nb", "torch", "transformers", "safetensors", "numpy", "papermill",
+            "nbconvert", "plotly")
+# Parameters the report sets from its own arguments (a -p for them would bypass the checks,
+# the skip rules or the one-folder-per-notebook layout).
+OWN_OPTIONS = {"checkpoint": "the CHECKPOINT argument", "output_dir": "--out",
+               "target": "--target", "hidden_states": "--hidden-states", "engine": "--engine",
+               "target_config": "--target-config", "tokenizer": "--tokenizer",
+               "corpus": "--corpus", "prompts": "--prompts", "observed": "--observed",
+               "device": "--device", "num_steps": "--num-steps", "wiring": "--wiring"}
+HASHED_PARAMETERS = ("target_config", "tokenizer", "prompts", "corpus", "observed")
+# What --overwrite may delete: only what a report writes (and an older notebook-01-only demo).
+_REPORT_ENTRY = re.compile(r"^(index\.html|summary\.json|\.eagle3-nb-report|"
+                           r"\d\d_[\w-]+(\.ipynb|\.html)?)$")
+
+
+@dataclass
+class ReportOptions:
+    checkpoint: Path
+    out: Path | None = None               # default reports/<checkpoint dir name>
+    target: Path | None = None
+    hidden_states: Path | None = None
+    engines: list[str] = field(default_factory=list)   # NAME==VERSION
+    target_config: Path | None = None
+    tokenizer: Path | None = None
+    corpus: Path | None = None
+    prompts: Path | None = None
+    observed: str | None = None           # a metrics file or a number
+    device: str | None = None
+    num_steps: int | None = None
+    wiring: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)  # -p NAME VALUE
+    fail_on: str = "error"
+    overwrite: bool = False
+    command: list[str] = field(default_factory=list)
+    notebooks: list[Path] | None = None   # default: notebooks/[0-9][0-9]_*.ipynb
+
+
+@dataclass
+class Step:
+    """One notebook of the report: what it was given, and what came of it."""
+    name: str
+    notebook: Path
+    parameters: dict[str, Any]
+    status: str = "pending"               # ok | failed | skipped
+    reason: str | None = None             # skipped: why, and how to enable it
+    enable: str | None = None
+    seconds: float | None = None
+    error: str | None = None
+    cell: int | None = None
+    exception: str | None = None
+    summary: dict[str, Any] | None = None
+
+    def files(self) -> dict[str, str | None]:
+        """Paths relative to the report directory, None when the file is not there."""
+        return {kind: f"{self.name}/{fname}" for kind, fname in
+                (("html", f"{self.name}.html"), ("ipynb", f"{self.name}.ipynb"),
+                 ("summary", SUMMARY_NAME))}
+
+    def to_json(self, out: Path) -> dict[str, Any]:
+        files = {k: (v if (out / v).is_file() else None) for k, v in self.files().items()}
+        return {"notebook": self.name, "status": self.status, "seconds": self.seconds,
+                "error": self.error, "cell": self.cell, "exception": self.exception,
+                "reason": self.reason, "enable": self.enable, "parameters": self.parameters,
+                **files}
+
+
+# ----------------------------------------------------------------------------- running
+
+def run_report(opts: ReportOptions, progress: Callable[[str], None] | None = None,
+               kernel_name: str | None = None) -> dict[str, Any]:
+    """Validate everything first (bad input raises Eagle3NbError and writes nothing), then run
+    each notebook into its own folder of opts.out, render it, and write index.html and
+    summary.json. A failing notebook is recorded and the run goes on. Returns the summary."""
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    started = datetime.now(timezone.utc)
+    opts = resolve_options(opts)
+    steps = plan_steps(opts)
+    hashes = input_hashes(opts, steps)
+    unused = unused_options(opts)
+    for flag in unused:
+        say(f"note: no notebook takes {flag}; it is not used")
+    prepare_out(opts.out, opts.overwrite)
+    for i, step in enumerate(steps, 1):
+        say(f"[{i}/{len(steps)}] {step.name} ... " + run_step(step, opts.out, kernel_name))
+    summary = build_summary(opts, steps, hashes, started)
+    summary["unused_options"] = unused
+    _atomic_write(opts.out / SUMMARY_NAME, json.dumps(summary, indent=2, default=str) + "\n")
+    from .viz.triage import index_html
+    groups = group_findings(summary["findings"], summary["checkpoint"])
+    _atomic_write(opts.out / "index.html", index_html(summary, groups))
+    return summary
+
+
+def run_step(step: Step, out: Path, kernel_name: str | None = None) -> str:
+    """Execute and render one notebook; never raises for a notebook that fails. Returns the
+    progress word."""
+    if step.status == "skipped":
+        return f"skipped ({step.reason})"
+    folder = out / step.name
+    t0 = time.monotonic()
+    try:
+        run_notebook(step.notebook, folder, step.parameters, kernel_name=kernel_name)
+        step.status = "ok"
+    except Exception as exc:  # noqa: BLE001 - recorded in the report, the run goes on
+        _record_failure(step, exc)
+    executed = folder / step.notebook.name
+    if executed.is_file():  # papermill leaves the partly executed copy of a failed run
+        try:
+            render_html(executed, folder / f"{step.name}.html")
+        except Exception as exc:  # noqa: BLE001
+            step.status, step.error = "failed", step.error or f"HTML rendering failed: {exc}"
+    step.seconds = round(time.monotonic() - t0, 2)
+    step.summary = _read_json(folder / SUMMARY_NAME)
+    if step.status == "ok":
+        return f"ok ({step.seconds:.1f} s)"
+    return f"FAILED ({step.seconds:.1f} s): {step.error}"
+
+
+def _record_failure(step: Step, exc: Exception) -> None:
+    step.status = "failed"
+    if isinstance(exc, ReportError) and exc.ename:
+        step.cell, step.exception = exc.cell, exc.ename
+        step.error = f"cell [{exc.cell}] raised {exc.ename}: {_first_line(exc.evalue)}"
+    else:
+        step.exception = type(exc).__name__
+        step.error = f"{type(exc).__name__}: {_first_line(str(exc))}"
+
+
+def _first_line(text: str | None, limit: int = 300) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+# ----------------------------------------------------------------------------- input checks
+
+def resolve_options(opts: ReportOptions) -> ReportOptions:
+    """Absolute paths, implied files (--target DIR -> its config.json and tokenizer.json), and
+    every check that can fail before anything is written."""
+    from .checkpoint import Checkpoint
+    from .engines import resolve_engines
+
+    ckpt = Checkpoint.open(opts.checkpoint)  # CheckpointError: bad input, exit 2
+    o = ReportOptions(**{**opts.__dict__})
+    o.checkpoint = ckpt.path
+    o.out = Path(opts.out or Path("reports") / ckpt.path.name).absolute()
+    if o.out == ckpt.path or ckpt.path in o.out.parents:
+        raise Eagle3NbError("the report would be written inside the checkpoint", str(o.out),
+                            "pick an --out outside the checkpoint directory")
+    if o.target is not None:
+        o.target = _existing(o.target, "--target", "a transformers model directory", dir_=True)
+        if not (o.target / "config.json").is_file():
+            raise Eagle3NbError("no config.json in the target directory", str(o.target),
+                                "pass the target model's directory (config.json, weights)")
+        o.target_config = o.target_config or o.target / "config.json"
+        if o.tokenizer is None and (o.target / "tokenizer.json").is_file():
+            o.tokenizer = o.target / "tokenizer.json"
+    if o.hidden_states is not None:
+        o.hidden_states = _existing(o.hidden_states, "--hidden-states", "hidden-state dumps")
+    for name in ("target_config", "tokenizer", "corpus", "prompts"):
+        value = getattr(o, name)
+        if value is not None:
+            setattr(o, name, _existing(value, f"--{name.replace('_', '-')}", "a file"))
+    o.observed = _observed(o.observed)
+    if o.fail_on not in FAIL_ON:
+        raise Eagle3NbError(f"--fail-on {o.fail_on!r}", "--fail-on", f"one of {FAIL_ON}")
+    if o.device == "cuda" and not _cuda_available():
+        raise Eagle3NbError("--device cuda but no GPU is visible", "--device", "use --device cpu")
+    if o.num_steps is not None and o.num_steps < 1:
+        raise Eagle3NbError(f"--num-steps {o.num_steps}", "--num-steps", "draft depth K >= 1")
+    resolve_engines(o.engines or None)  # EngineSpecError names the known profiles
+    o.notebooks = [Path(p).resolve() for p in (o.notebooks or discover_notebooks())]
+    if not o.notebooks:
+        raise Eagle3NbError("no notebooks found", str(NOTEBOOKS), "notebooks/NN_name.ipynb")
+    check_out(o.out, o.overwrite)
+    return o
+
+
+def _cuda_available() -> bool:
+    import torch  # only when --device cuda is asked for
+
+    return torch.cuda.is_available()
+
+
+def _existing(path: Path, flag: str, what: str, dir_: bool = False) -> Path:
+    p = Path(path)
+    if not p.exists() or (dir_ and not p.is_dir()):
+        raise Eagle3NbError("not found" if not p.exists() else "not a directory", str(p),
+                            f"{flag} takes {what}")
+    return p.resolve()
+
+
+def _observed(value: str | None) -> str | None:
+    """A number (an engine's reported accept length) or a metrics file (made absolute)."""
+    if value is None or value == "":
+        return None
+    try:
+        float(value)
+        return str(value)
+    except ValueError:
+        return str(_existing(Path(value), "--observed", "a number or a metrics/log file"))
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    """An existing non-empty --out is refused; with overwrite, only when all it holds is an
+    earlier report's output (the kit never deletes anything else)."""
+    if out.exists() and not out.is_dir():
+        raise OutputExistsError("exists and is a file", str(out), "pick another --out")
+    entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if not entries:
+        return
+    if not overwrite:
+        raise OutputExistsError("exists and is not empty", str(out),
+                                "pick another --out, or pass --overwrite to replace an earlier "
+                                "report there")
+    foreign = [e for e in entries if not _REPORT_ENTRY.match(e)]
+    if foreign and not (out / MARKER).is_file():
+        listed = ", ".join(foreign[:4])
+        raise OutputExistsError(f"holds files that are not report output ({listed})", str(out),
+                                "--overwrite only replaces an earlier report: pick another --out")
+
+
+def prepare_out(out: Path, overwrite: bool) -> None:
+    check_out(out, overwrite)
+    if out.is_dir() and overwrite:
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by eagle3-nb report; --overwrite may replace this "
+                              "directory\n", encoding="utf-8")
+
+
+def discover_notebooks(folder: Path = NOTEBOOKS) -> list[Path]:
+    return sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+
+
+# ----------------------------------------------------------------------------- parameters
+
+def plan_steps(opts: ReportOptions) -> list[Step]:
+    """Each notebook's parameters (only those it declares), or why it is skipped. Raises on a
+    -p NAME no notebook declares, or a value that is not of the declared type."""
+    for name in opts.extra:
+        if name in OWN_OPTIONS:
+            raise Eagle3NbError(f"-p {name} is set by the report itself", "-p",
+                                f"use {OWN_OPTIONS[name]} instead")
+    declared = {nb: notebook_parameters(nb) for nb in opts.notebooks}
+    unknown = sorted(set(opts.extra) - {n for d in declared.values() for n in d})
+    if unknown:
+        names = sorted({n for d in declared.values() for n in d})
+        raise Eagle3NbError(f"no notebook declares parameter(s) {unknown}", "-p",
+                            f"declared: {', '.join(names)}")
+    return [_plan_step(nb, declared[nb], opts) for nb in opts.notebooks]
+
+
+def _plan_step(nb: Path, declared: dict[str, dict], opts: ReportOptions) -> Step:
+    step = Step(nb.stem, nb, {})
+    skip = skip_reason(declared, opts)
+    if skip:
+        step.status, (step.reason, step.enable) = "skipped", skip
+    values = {**report_values(opts), **opts.extra}
+    for name, value in values.items():
+        if name in declared and value is not None:
+            step.parameters[name] = coerce(value, declared[name]["inferred_type_name"], name)
+    return step
+
+
+def unused_options(opts: ReportOptions) -> list[str]:
+    """Options given on the command line that no notebook declares (e.g. --observed while
+    notebook 04 is absent)."""
+    declared = {n for nb in opts.notebooks for n in notebook_parameters(nb)}
+    return [f"--{name.replace('_', '-')}" for name in ("observed", "num_steps", "wiring",
+                                                        "device", "corpus", "prompts",
+                                                        "hidden_states")
+            if getattr(opts, name) is not None and name not in declared]
+
+
+def report_values(opts: ReportOptions) -> dict[str, Any]:
+    """What the report passes for each parameter a notebook may declare. Paths the user did not
+    give are passed empty, never left at a notebook default: those point at the bundled tiny
+    target, which would describe another model than the user's."""
+    def path(p):
+        return "" if p is None else str(p)
+    return {"checkpoint": str(opts.checkpoint),
+            "engine": ",".join(opts.engines) or "all",
+            "target_config": path(opts.target_config), "tokenizer": path(opts.tokenizer),
+            "target": path(opts.target), "hidden_states": path(opts.hidden_states),
+            "corpus": path(opts.corpus),
+            "prompts": None if opts.prompts is None else str(opts.prompts),
+            "observed": opts.observed, "device": opts.device, "num_steps": opts.num_steps,
+            "wiring": opts.wiring, "interactive": False}
+
+
+def skip_reason(declared: dict[str, dict], opts: ReportOptions) -> tuple[str, str] | None:
+    """(why, how to enable) for a notebook that needs a target model and has none."""
+    if "hidden_states" in declared and opts.hidden_states:
+        return None
+    if "target" not in declared or opts.target:
+        return None
+    how = "pass --target DIR (the target model's transformers directory)"
+    if "hidden_states" in declared:
+        how += " or --hidden-states DIR (the engine's hidden-state dumps)"
+    why = ("needs a live target model; --hidden-states alone is not enough for it"
+           if opts.hidden_states else "needs the target model: no --target given")
+    return why, how
+
+
+def coerce(value: Any, type_name: str, name: str) -> Any:
+    """A CLI string (or option value) -> the type the notebook declares."""
+    if not isinstance(value, str):
+        return str(value) if type_name == "str" else value
+    try:
+        if type_name == "bool":
+            return {"true": True, "1": True, "yes": True, "false": False, "0": False,
+                    "no": False}[value.strip().lower()]
+        if type_name == "int":
+            return int(value)
+        if type_name == "float":
+            return float(value)
+    except (KeyError, ValueError):
+        raise Eagle3NbError(f"{value!r} is not of type {type_name}", name,
+                            f"the notebooks declare {name} as {type_name}") from None
+    return value
+
+
+def effective_parameters(step: Step) -> dict[str, Any]:
+    """The values the notebook ran with: given ones, else its defaults (relative paths resolved
+    against the notebook folder, as the kernel sees them)."""
+    out = {}
+    for name, p in notebook_parameters(step.notebook).items():
+        if name in step.parameters:
+            out[name] = step.parameters[name]
+            continue
+        try:
+            value = ast.literal_eval(p["default"])
+        except (ValueError, SyntaxError):
+            value = p["default"]
+        if isinstance(value, str) and value.startswith(("./", "../")):
+            value = str((step.notebook.parent / value).resolve())
+        out[name] = value
+    return out
+
+
+# ----------------------------------------------------------------------------- provenance
+
+def versions() -> dict[str, str | None]:
+    """The kit's and its dependencies' versions from package metadata (imports nothing)."""
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def input_hashes(opts: ReportOptions, steps: list[Step]) -> dict[str, Any]:
+    """sha256 of the checkpoint's config.json and weights, and of every input file a notebook
+    that runs reads (target config, tokenizer, prompts, corpus, observed metrics), defaults
+    included. Target weights and hidden-state dumps are not hashed (they may be terabytes)."""
+    from .checkpoint import Checkpoint, sha256_file
+
+    ckpt = Checkpoint.open(opts.checkpoint)
+    files: dict[str, dict[str, str]] = {}
+    for step in steps:
+        if step.status == "skipped":
+            continue
+        for name, value in effective_parameters(step).items():
+            if name in HASHED_PARAMETERS and isinstance(value, str) and value \
+                    and Path(value).is_file():
+                files.setdefault(name, {})[value] = sha256_file(Path(value))
+    return {"checkpoint": {"path": str(ckpt.path), "files": ckpt.hash_files()},
+            "files": files,
+            "not_hashed": {k: str(v) for k, v in (("target", opts.target),
+                                                   ("hidden_states", opts.hidden_states)) if v}}
+
+
+# ----------------------------------------------------------------------------- merging
+
+def merge_findings(steps: list[Step], checkpoint: str | None = None) -> list[dict[str, Any]]:
+    """Every notebook's findings, one entry per (code, severity, engine, message) with the
+    notebooks that found it; errors first, then warnings, then info, stable otherwise."""
+    merged: dict[tuple, dict[str, Any]] = {}
+    for step in steps:
+        for f in (step.summary or {}).get("findings") or []:
+            key = (f.get("code"), f.get("severity"), f.get("engine"), f.get("message"))
+            entry = merged.setdefault(key, {
+                **{k: f.get(k) for k in ("code", "severity", "engine", "message", "evidence")},
+                "meaning": CODES.get(f.get("code"), ""),
+                "todo": next_step(f.get("code"), [f.get("engine")], checkpoint),
+                "notebooks": []})
+            if step.name not in entry["notebooks"]:
+                entry["notebooks"].append(step.name)
+    return sorted(merged.values(), key=lambda f: SEVERITY_ORDER.get(f["severity"], 3))
+
+
+def group_findings(findings: list[dict[str, Any]], checkpoint: str | None = None
+                   ) -> list[dict[str, Any]]:
+    """Merged findings for reading: identical ones of several engines once, with the engines,
+    the notebooks that found them and the next step for the group. Severity order kept."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for f in findings:
+        g = groups.setdefault((f["code"], f["severity"], f["message"]),
+                              {**f, "engines": [], "notebooks": []})
+        if f.get("engine"):
+            g["engines"].append(f["engine"])
+        g["notebooks"] += [n for n in f["notebooks"] if n not in g["notebooks"]]
+    for g in groups.values():
+        g.pop("engine", None)
+        g["todo"] = next_step(g["code"], g["engines"], checkpoint)
+    return list(groups.values())
+
+
+def key_figures(steps: list[Step]) -> dict[str, Any]:
+    """The numbers a reader looks for first, recognised by what each summary holds."""
+    out: dict[str, Any] = {}
+    for step in steps:
+        s = step.summary or {}
+        if "verdicts" in s and "verdicts" not in out:
+            out.update(verdicts=s["verdicts"], verdict_line=s.get("verdict_line"),
+                       layout=s.get("layout"), format=s.get("format"),
+                       aux_layers={p: {"captured": e.get("aux_captured"),
+                                       "trained": e.get("aux_trained"),
+                                       "source": e.get("aux_source")}
+                                   for p, e in (s.get("engines") or {}).items()})
+        if "valid" in s and "t2d_agrees" in s:
+            out["d2t"] = {"format": s.get("format"), "valid": s.get("valid"),
+                          "codes": s.get("codes"), "coverage": s.get("coverage")}
+        if "wirings" in s:
+            out["first_step_accuracy"] = {
+                r["wiring"]["name"]: {"accuracy": r.get("accuracy"), "width": r.get("width"),
+                                      "fc_applied": r.get("fc_applied"), "error": r.get("error")}
+                for r in s["wirings"]}
+        if "headline" in s or "what_if" in s:
+            out["acceptance"] = acceptance_figures(s)
+    return out
+
+
+def acceptance_figures(s: dict[str, Any]) -> dict[str, Any]:
+    """Notebook 04's numbers: the simulated accept length as trained, the compared wiring, what
+    the engine reported, and each what-if wiring's accept length and whether it matches."""
+    def as_dict(x):
+        return x if isinstance(x, dict) else {}
+    head, comp, what = as_dict(s.get("headline")), as_dict(s.get("compare")), \
+        as_dict(s.get("what_if"))
+    rows = [r for r in what.get("rows") or [] if isinstance(r, dict) and "wiring" in r]
+    return {"wiring": head.get("wiring"), "mean_accept_length": head.get("mean_accept_length"),
+            "per_position_acceptance": head.get("per_position_acceptance"),
+            "compare": {k: comp.get(k) for k in ("wiring", "mean_accept_length")} if comp else None,
+            "observed": what.get("observed_accept_length"), "explanation": what.get("explanation"),
+            "what_if": {r["wiring"]: {k: r.get(k) for k in ("mean_accept_length", "consistent",
+                                                            "error")} for r in rows},
+            "teacher_forced": s.get("teacher_forced")}
+
+
+def overall_verdict(findings: list[dict], steps: list[Step], figures: dict) -> dict[str, Any]:
+    """Worst severity, counts (one per finding and engine), the codes per severity, failed and
+    skipped notebooks, and one line of text saying all that."""
+    counts = {s: sum(f["severity"] == s for f in findings) for s in SEVERITY_ORDER}
+    codes = {s: list(dict.fromkeys(f["code"] for f in findings if f["severity"] == s))
+             for s in SEVERITY_ORDER}
+    failed = [s.name for s in steps if s.status == "failed"]
+    skipped = [s.name for s in steps if s.status == "skipped"]
+    worst = next((s for s in SEVERITY_ORDER if counts[s]), "ok")
+    parts = [f"{s}s {', '.join(codes[s])}" for s in ("error", "warning") if codes[s]]
+    text = (f"{worst.upper()}: {'; '.join(parts) or 'no errors or warnings'} "
+            f"({len(steps) - len(failed) - len(skipped)} of {len(steps)} notebooks ran)")
+    if failed:
+        text += f"; FAILED: {', '.join(failed)}"
+    if skipped:
+        text += f"; skipped: {', '.join(skipped)}"
+    return {"worst_severity": worst, "counts": counts, "codes": codes, "failed": failed,
+            "skipped": skipped, "text": text, "line": figures.get("verdict_line")}
+
+
+def exit_code(verdict: dict[str, Any], fail_on: str) -> int:
+    """1 when --fail-on says the report failed, else 0 (bad input never gets this far: 2)."""
+    if fail_on == "never":
+        return 0
+    if verdict["failed"] or verdict["counts"]["error"]:
+        return 1
+    return 1 if fail_on == "warning" and verdict["counts"]["warning"] else 0
+
+
+def build_summary(opts: ReportOptions, steps: list[Step], hashes: dict[str, Any],
+                  started: datetime) -> dict[str, Any]:
+    from .notebook_summary import SUMMARY_VERSION
+
+    findings = merge_findings(steps, str(opts.checkpoint))
+    figures = key_figures(steps)
+    verdict = overall_verdict(findings, steps, figures)
+    return {"summary_version": SUMMARY_VERSION, "kind": "eagle3-nb report",
+            "checkpoint": str(opts.checkpoint), "out": str(opts.out),
+            "verdict": verdict, "exit_code": exit_code(verdict, opts.fail_on),
+            "fail_on": opts.fail_on, "findings": findings, "key_figures": figures,
+            "notebooks": [s.to_json(opts.out) for s in steps],
+            "versions": versions(), "inputs": hashes,
+            "command": opts.command, "cwd": os.getcwd(),
+            "started": started.isoformat(timespec="seconds"),
+            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+# ----------------------------------------------------------------------------- next steps
+
+# The next thing to try per finding code ({engine}: the profile it holds for). Commands are the
+# kit's own; engine facts are from ../shared/DOMAIN.md and the notes it cites.
+NEXT_STEPS: dict[str, str] = {
+    "KEYS_DROPPED": "convert a copy to the layout {engine} loads: eagle3-nb convert CKPT NEW "
+                    "--engine {engine} (never in place), then serve the copy",
+    "PARAMS_UNLOADED": "same fix as the dropped keys: convert a copy for {engine}; unloaded "
+                       "linear weights hold uninitialised memory",
+    "LOAD_ERROR": "read the message: usually a config dialect or key layout {engine} does not "
+                  "read; eagle3-nb convert CKPT NEW --engine {engine}, or serve with an engine "
+                  "version whose verdict is ok",
+    "SHAPE_MISMATCH": "config.json and the weights disagree: re-export from the trainer, or fix "
+                      "config.json in a copy",
+    "AUX_LAYERS_DEFAULTED": "declare the layer ids training captured in config.json's "
+                            "eagle_config.eagle_aux_hidden_state_layer_ids (SGLang reads only "
+                            "the nested eagle_config); notebook 03 shows what each choice gives",
+    "AUX_LAYER_CONVENTION": "write the ids in the convention {engine} reads (SGLang Llama "
+                            "targets add +1, vLLM reads hidden_states[id]); compare the wirings "
+                            "in notebooks 03 and 04",
+    "AUX_COUNT_MISMATCH": "make num_aux_hidden_states / the eagle_config id list agree with "
+                          "fc's input width divided by the target hidden size",
+    "FC_SKIPPED": "make the engine capture the aux layers (use_aux_hidden_state true, SGLang "
+                  "--speculative-algorithm EAGLE3) so the A x H wide concat reaches fc",
+    "NAN_WEIGHTS": "re-export the weights from the trainer's state: a NaN or never-trained "
+                   "lm_head or embedding gives accept length 1.00",
+    "CONTEXT_TOO_SHORT": "serve with a context no longer than the draft's "
+                         "max_position_embeddings, or accept lower acceptance on long prompts "
+                         "(SGLang: SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1)",
+    "REMOTE_CODE": "nothing to fix: serve without --trust-remote-code",
+    "NORM_FLAG_AMBIGUOUS": "write the flag the trainer used explicitly into config.json (in a "
+                           "copy) so every engine computes the trained draft",
+    "NORM_FLAG_IGNORED": "{engine} computes the draft differently from training: measure the "
+                         "gap with notebook 04's what-if wirings, or serve with an engine that "
+                         "reads the flag",
+    "EMBED_REPLACED": "nothing to do when the draft was trained with the target's embeddings "
+                      "(the usual case)",
+    "LM_HEAD_FROM_TARGET": "check draft_vocab_size: {engine} uses the target's lm_head",
+    "STATS_SKIPPED": "scan every tensor: eagle3-nb inspect CKPT --stats-budget 8G",
+    "D2T_MISSING": "rebuild d2t: eagle3-nb convert CKPT NEW --fix-d2t (from t2d when present), "
+                   "else from the training token counts",
+    "D2T_ABSOLUTE": "eagle3-nb convert CKPT NEW --fix-d2t writes offsets into a copy and "
+                    "re-reads it to prove the fix",
+    "D2T_INVALID": "re-export the trainer's mapping; do not patch the table by hand",
+    "D2T_AMBIGUOUS": "change nothing: find the trainer's t2d or look up a few ids with the "
+                     "tokenizer (notebook 02); trainers write offsets",
+    "T2D_MISMATCH": "find which of d2t and t2d the trainer wrote; engines use only d2t",
+    "LOW_VOCAB_COVERAGE": "the draft vocabulary caps acceptance on this corpus: retrain with a "
+                          "larger draft_vocab_size or token counts from serving-like data",
+    "ACCEPT_AT_FLOOR": "the weights or the training data are the problem, not the serving: "
+                       "check what training fed the draft (hidden states, TTT steps, loss) and "
+                       "re-export",
+    "ACCEPT_COLLAPSES": "fix how {engine} serves the draft (the what-if table in notebook 04 "
+                        "names the switch: layout, layer ids, EAGLE3, norm flags), not the "
+                        "weights",
+    "ACCEPT_MISMATCH": "find the what-if wiring in notebook 04 that reproduces the engine's "
+                       "figure: it names what the engine does differently from training",
+}
+
+
+def next_step(code: str | None, engines: list[str | None] | None = None,
+              checkpoint: str | None = None) -> str:
+    """The next thing to try for a finding, with the engine and checkpoint filled in. Of
+    several engines the last (the inspection lists versions oldest first) goes into the
+    command; the others are named after it."""
+    named = [e for e in engines or [] if e]
+    text = NEXT_STEPS.get(code or "", "see the notebook that reported it")
+    if "{engine}" in text and len(named) > 1:
+        text += f" (likewise for {', '.join(named[:-1])})"
+    ckpt = checkpoint or "CKPT"
+    return (text.replace("{engine}", named[-1] if named else "the engine version you serve with")
+            .replace("CKPT NEW", f"{ckpt} {ckpt}-converted").replace("CKPT", ckpt))
+
+
+def top_findings(data: dict[str, Any], limit: int = 8) -> list[dict[str, Any]]:
+    """An inspection's findings (its JSON form) grouped across engines, errors first, with what
+    the code means and the next thing to try; at most `limit` groups."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for f in data.get("findings", []):
+        key = (f["code"], f["severity"], f["message"])
+        g = groups.setdefault(key, {"code": f["code"], "severity": f["severity"],
+                                    "message": f["message"], "engines": [],
+                                    "meaning": CODES.get(f["code"], "")})
+        g["engines"].append(f["engine"])
+    rows = sorted(groups.values(), key=lambda g: SEVERITY_ORDER[g["severity"]])
+    for g in rows:
+        g["engines"] = [e for e in g["engines"] if e is not None]
+        g["todo"] = next_step(g["code"], g["engines"], data.get("checkpoint"))
+    return rows[:limit]
+
+
+# ----------------------------------------------------------------------------- engine flags
+
+def engine_flags(data: dict[str, Any]) -> list[dict[str, str]]:
+    """The serving flags to check by hand, filled in from an inspection (its JSON form): one row
+    per flag with engine, flag, why and the reference note it comes from."""
+    engines = data.get("engines", [])
+    rows: list[dict[str, str]] = []
+    if any(e["engine"] == "sglang" for e in engines):
+        rows += _sglang_flags(data, [e for e in engines if e["engine"] == "sglang"])
+    if any(e["engine"] == "vllm" for e in engines):
+        rows += _vllm_flags(data, [e for e in engines if e["engine"] == "vllm"])
+    return rows
+
+
+def _row(engine: str, flag: str, why: str, source: str) -> dict[str, str]:
+    return {"engine": engine, "flag": flag, "why": why, "source": source}
+
+
+def _loads(profiles: list[dict]) -> str:
+    ok = [e["profile"] for e in profiles if e["verdict"] == "ok"]
+    return ", ".join(ok) if ok else "none as is: convert a copy first (eagle3-nb convert)"
+
+
+def _aux_text(profiles: list[dict]) -> str:
+    """What each engine version captures against what the draft was trained on, versions
+    with the same answer together."""
+    groups: dict[str, list[str]] = {}
+    for e in profiles:
+        aux = e.get("aux_layers") or {}
+        got = aux.get("ids") if aux.get("use_aux_hidden_state", True) else "the final-norm state"
+        if got is None:
+            text = (f"captures {aux.get('source')} layers, unresolved without the target's "
+                    "config (pass it to compare with training)")
+        else:
+            text = (f"captures hidden_states {got} ({aux.get('source')}), trained on "
+                    f"{aux.get('trained')}" + (": MISMATCH" if got != aux.get("trained") else ""))
+        groups.setdefault(text, []).append(e["profile"])
+    return "; ".join(f"{', '.join(names)} {text}" for text, names in groups.items())
+
+
+def _sglang_flags(data: dict[str, Any], profiles: list[dict]) -> list[dict[str, str]]:
+    ckpt, codes = data.get("checkpoint"), {f["code"] for f in data.get("findings", [])}
+    # ../shared/reference/sglang-serving.md §1 (set_embed_and_head, d2t ignored, no capture
+    # under EAGLE), §4.5 (CLI flags, auto-chosen (steps, topk, draft tokens)), PR #21272
+    rows = [
+        _row("SGLang", "--speculative-algorithm EAGLE3",
+             "not EAGLE: with EAGLE no aux states are captured, the target's head replaces the "
+             "draft's and d2t is ignored; accept length ~1.0 with no error",
+             "sglang-serving.md §1, §2, §4.5; sglang PR #21272"),
+        _row("SGLang", f"--speculative-draft-model-path {ckpt}",
+             f"the directory inspected here (or your converted copy); loads as is on: "
+             f"{_loads(profiles)}", "sglang-serving.md §4.5"),
+        _row("SGLang", "--speculative-num-steps, --speculative-eagle-topk, "
+             "--speculative-num-draft-tokens",
+             "set all three or none (only some: assertion); unset, SGLang picks (5, 4, 8) for "
+             "Llama targets and (3, 1, 4) otherwise; with topk 1 draft tokens = steps + 1. "
+             "Compare accept lengths only at equal settings", "sglang-serving.md §4.5"),
+        _row("SGLang", "eagle_config.eagle_aux_hidden_state_layer_ids (draft config.json)",
+             "SGLang reads aux layer ids only from the nested eagle_config. "
+             + _aux_text(profiles), "DOMAIN.md 'Aux layer ids'; sglang-serving.md §2"),
+    ]
+    if "CONTEXT_TOO_SHORT" in codes:
+        rows.append(_row("SGLang", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+                         "the draft's max_position_embeddings is below the target's context: "
+                         "startup fails without it, acceptance drops on long prompts with it",
+                         "sglang-serving.md §4.5"))
+    if "REMOTE_CODE" in codes:
+        rows.append(_row("SGLang", "no --trust-remote-code",
+                         "the checkpoint ships code; SGLang would import it", "DOMAIN.md SGLang"))
+    return rows
+
+
+def _vllm_flags(data: dict[str, Any], profiles: list[dict]) -> list[dict[str, str]]:
+    ckpt = data.get("checkpoint")
+    spec = f'{{"method": "eagle3", "model": {json.dumps(ckpt)}, "num_speculative_tokens": K}}'
+    # ../shared/reference/speculators-and-vllm.md §4 (config ingestion, method auto-detection,
+    # verifier must be a remote repo id in 0.33, aux ids read as hidden_states[id])
+    rows = [
+        _row("vLLM", f"--speculative-config '{spec}'",
+             'method must be "eagle3": vLLM infers it only when the draft path contains "eagle3"; '
+             f"loads as is on: {_loads(profiles)}", "speculators-and-vllm.md §4"),
+        _row("vLLM", "num_speculative_tokens",
+             "the draft depth K; compare accept lengths only at equal K (vLLM's mean acceptance "
+             "length = 1 + accepted / drafts)", "DOMAIN.md vLLM; speculators-and-vllm.md §4"),
+        _row("vLLM", "aux layer ids", "vLLM captures hidden_states[id] with no offset. "
+             + _aux_text(profiles), "DOMAIN.md 'Aux layer ids'"),
+    ]
+    if (data.get("config") or {}).get("dialect") == "speculators":
+        rows.append(_row("vLLM", "--model TARGET with --speculative-config",
+                         "a speculators config names its verifier; in 0.33 a local verifier path "
+                         "raises, so pass the target and the speculative config explicitly",
+                         "speculators-and-vllm.md §4"))
+    return rows
+
+
+def triage_summary(data: dict[str, Any], notebook: str = "00_triage") -> dict[str, Any]:
+    """Notebook 00's summary.json: the inspection digest, the top findings with next steps, and
+    the engine flags to check."""
+    from .notebook_summary import inspection_summary
+
+    out = inspection_summary(data, notebook)
+    out["top_findings"] = top_findings(data)
+    out["engine_flags"] = engine_flags(data)
+    return out
+
+
+# ----------------------------------------------------------------------------- demo
+
+def run_demo(out: Path = Path("reports/demo"), progress: Callable[[str], None] | None = None,
+             kernel_name: str | None = None) -> dict[str, Any]:
+    """The full report on the bundled layers0-flat draft (its keys SGLang 0.5.9 drops silently)
+    served against the bundled tiny target, small enough for two CPU cores."""
+    draft = SAMPLES / "drafts" / "layers0-flat"
+    if not draft.is_dir() or not (SAMPLES / "target" / "config.json").is_file():
+        raise Eagle3NbError("bundled samples not found", str(SAMPLES),
+                            "run `make samples` (python -m eagle3_nb.samples)")
+    opts = ReportOptions(checkpoint=draft, out=Path(out), target=SAMPLES / "target",
+                         overwrite=True, fail_on="never",
+                         command=["eagle3-nb", "demo", "--out", str(out)],
+                         extra=demo_parameters())
+    return run_report(opts, progress, kernel_name)
+
+
+DEMO_PARAMETERS = {"n_samples": "4", "max_new_tokens": "32"}
+
+
+def demo_parameters(notebooks: list[Path] | None = None) -> dict[str, str]:
+    """The demo's cost limits, for the notebooks that declare them."""
+    declared = {n for nb in (notebooks or discover_notebooks()) for n in notebook_parameters(nb)}
+    return {k: v for k, v in DEMO_PARAMETERS.items() if k in declared}
