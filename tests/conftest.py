@@ -1,6 +1,7 @@
 import json
 import struct
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,37 @@ def run_cli():
                               capture_output=True, text=True, cwd=cwd)
         return proc.returncode, proc.stdout, proc.stderr
     return run
+
+
+class _TableRows(HTMLParser):
+    """Table rows of an HTML string: [[(text, title, style) per cell], ...], entities decoded."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.rows, self._row, self._cell = [], None, None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = ["", dict(attrs).get("title", ""), dict(attrs).get("style", "")]
+        elif tag == "br" and self._cell is not None:
+            self._cell[0] += "\n"
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._row.append(tuple(self._cell))
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            self.rows.append(self._row)
+            self._row = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell[0] += data
+
+
+def table_rows(html: str) -> list[list[tuple[str, str, str]]]:
+    parser = _TableRows()
+    parser.feed(html)
+    return parser.rows

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-from html.parser import HTMLParser
 
 import pytest
 
-from conftest import DRAFTS, TARGET_CONFIG, write_draft_dir
+from conftest import DRAFTS, TARGET_CONFIG, table_rows, write_draft_dir
 from eagle3_nb.inspection import inspect_checkpoint
 from eagle3_nb.notebook_summary import engine_codes, inspection_summary, verdict_line
 from eagle3_nb.viz import keys as vk
@@ -36,38 +35,8 @@ def inspect(sample: str, **kw) -> dict:
     return data
 
 
-class _Rows(HTMLParser):
-    """Table rows of an HTML string: [[(cell text, cell title), ...], ...] (entities decoded)."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.rows, self._row, self._cell = [], None, None
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "tr":
-            self._row = []
-        elif tag in ("td", "th") and self._row is not None:
-            self._cell = ["", dict(attrs).get("title", ""), dict(attrs).get("style", "")]
-        elif tag == "br" and self._cell is not None:
-            self._cell[0] += "\n"
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self._row.append(tuple(self._cell))
-            self._cell = None
-        elif tag == "tr" and self._row is not None:
-            self.rows.append(self._row)
-            self._row = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell[0] += data
-
-
 def rows_of(html: str) -> list[list[tuple[str, str, str]]]:
-    p = _Rows()
-    p.feed(html)
-    return p.rows
+    return table_rows(html)
 
 
 def row_for(html: str, first_cell: str) -> list[tuple[str, str, str]]:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import html as _html
 import json
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import DRAFTS
+from conftest import DRAFTS, table_rows
 from eagle3_nb.engines import resolve_engines
 from eagle3_nb.inspection import check_vocab
 from eagle3_nb.notebook_summary import vocab_summary
@@ -132,38 +131,8 @@ def out_of_range() -> VocabMapping:
     return m
 
 
-class _Rows(HTMLParser):
-    """Table rows of an HTML string as lists of cell texts (entities decoded)."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.rows, self._row, self._cell = [], None, None
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "tr":
-            self._row = []
-        elif tag in ("td", "th") and self._row is not None:
-            self._cell = ""
-        elif tag == "br" and self._cell is not None:
-            self._cell += "\n"
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self._row.append(self._cell)
-            self._cell = None
-        elif tag == "tr" and self._row is not None:
-            self.rows.append(self._row)
-            self._row = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell += data
-
-
 def rows_of(html: str) -> list[list[str]]:
-    p = _Rows()
-    p.feed(html)
-    return p.rows
+    return [[text for text, _title, _style in row] for row in table_rows(html)]
 
 
 def first_cells(html: str) -> list[str]:
