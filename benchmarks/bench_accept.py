@@ -9,15 +9,15 @@ Two cases, per device (CPU in float32 always; CUDA in bfloat16 when `torch.cuda.
            with --target-layers layers (default: 32, the real depth, on CUDA; 2 on CPU, where a
            32-layer float32 target does not fit in memory), random prompts of --prompt-len tokens
 
-Per case: verify steps, generated tokens, wall seconds, verify steps/s, tokens/s, and the share
-of the time spent in target passes (the rest is the draft's extend + k autoregressive steps, and
-the simulator's own bookkeeping). Random weights accept ~nothing (accept length ~1), so the
-8b-draft rows measure cost, not quality.
+Per case and batch size (--batch-sizes, prompts decoded together): verify steps, generated
+tokens, wall seconds, verify steps/s, tokens/s, and the share of the time spent in target passes
+(the rest is the draft's extend + k autoregressive steps, and the simulator's own bookkeeping).
+Random weights accept ~nothing (accept length ~1), so the 8b-draft rows measure cost, not quality.
 
-The simulator recomputes the target over the whole sequence at every verify step (no target KV
-cache: one code path for every Hugging Face model, and the pass also yields the states the next
-draft step needs), so its cost per step grows with the sequence; the draft re-extends over the
-committed prefix each step for the same reason. A script that prints a table, not a test.
+The simulator keeps the target's and the draft's KV caches across verify steps (rejected drafts
+stay as masked holes, finished prompts leave the batch), so a verify step costs k + 1 target
+positions and accepted + 1 draft positions, not the whole sequence. A script that prints a
+table, not a test.
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ class TimedTarget:
     def __getattr__(self, name):
         return getattr(self.target, name)
 
-    def forward_hidden(self, *args, **kwargs):
+    def forward_cached(self, *args, **kwargs):
         sync(self.target.device)
         t = time.perf_counter()
-        out = self.target.forward_hidden(*args, **kwargs)
+        out = self.target.forward_cached(*args, **kwargs)
         sync(self.target.device)
         self.seconds += time.perf_counter() - t
         return out
@@ -97,20 +97,25 @@ def big_case(device, dtype, args):
     return draft, target, prompts, Wiring("bench", tuple(ids))
 
 
-def measure(name, build, device, dtype, args) -> dict:
+def measure(name, build, device, dtype, args) -> list[dict]:
     draft, target, prompts, wiring = build(device, dtype, args)
     timed = TimedTarget(target)
     simulate(draft, timed, prompts[:1], args.num_steps, 4, wiring, progress=False)  # warm-up
+    return [measure_batch(name, draft, timed, prompts, wiring, device, dtype, b, args)
+            for b in args.batch_sizes]
+
+
+def measure_batch(name, draft, timed, prompts, wiring, device, dtype, batch_size, args) -> dict:
     timed.seconds = 0.0
     sync(device)
     t = time.perf_counter()
     result = simulate(draft, timed, prompts, args.num_steps, args.max_new_tokens, wiring,
-                      progress=False)
+                      progress=False, batch_size=batch_size)
     sync(device)
     wall = time.perf_counter() - t
     stats = result.stats()
     return {"case": name, "device": str(device), "dtype": str(dtype).replace("torch.", ""),
-            "prompts": len(prompts), "steps": stats["n_verify_steps"],
+            "batch": batch_size, "prompts": len(prompts), "steps": stats["n_verify_steps"],
             "tokens": stats["n_tokens"], "s": wall,
             "steps/s": stats["n_verify_steps"] / wall, "tokens/s": stats["n_tokens"] / wall,
             "target share": timed.seconds / wall, "accept len": stats["mean_accept_length"]}
@@ -120,6 +125,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", nargs="+", default=["tiny", "8b-draft"])
     parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--prompt-len", type=int, default=128, help="8b-draft prompt length")
     parser.add_argument("--num-steps", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -135,12 +141,13 @@ def main() -> None:
     if torch.cuda.is_available():
         devices.append(("cuda", torch.bfloat16))
     builders = {"tiny": tiny_case, "8b-draft": big_case}
-    rows = [measure(c, builders[c], dev, dt, args) for dev, dt in devices for c in args.cases]
+    rows = [r for dev, dt in devices for c in args.cases
+            for r in measure(c, builders[c], dev, dt, args)]
     print_table(rows)
 
 
 def print_table(rows: list[dict]) -> None:
-    cols = ["case", "device", "dtype", "prompts", "steps", "tokens", "s", "steps/s", "tokens/s",
+    cols = ["case", "device", "dtype", "batch", "prompts", "steps", "tokens", "s", "steps/s", "tokens/s",
             "target share", "accept len"]
     fmt = {"s": "{:.2f}", "steps/s": "{:.1f}", "tokens/s": "{:.1f}", "target share": "{:.0%}",
            "accept len": "{:.2f}"}

@@ -6,8 +6,10 @@ mapped through d2t), the target verifies them in one pass, the longest prefix eq
 greedy tokens is accepted and the target's next token is added as the bonus. Accept length per
 step = accepted + 1 (1..k+1).
 
-The target pass that verifies step s also yields the features step s+1 needs (a causal pass over a
-prefix gives the prefix's states), so each step costs one target pass, as in an engine.
+The target pass that verifies step s also yields the features step s+1 needs, so each step costs
+one target pass over k + 1 positions and one draft extend over the accepted + 1 committed ones:
+both KV caches live across verify steps, rejected drafts becoming masked holes in them, as an
+engine keeps its per-request KV.
 """
 
 from __future__ import annotations
@@ -97,49 +99,162 @@ class AcceptanceResult:
 @torch.no_grad()
 def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = 4,
              max_new_tokens: int = 64, wiring: Wiring | None = None, stop_at_eos: bool = False,
-             progress: bool | None = None) -> AcceptanceResult:
+             progress: bool | None = None, batch_size: int = 8) -> AcceptanceResult:
     """Greedy chain speculative decoding of each prompt until max_new_tokens are generated
-    (the last verify step is kept whole). EOS is not special unless stop_at_eos, so runs stay
-    comparable. A wiring that resets parameters runs on a copy with them reset, as the engine
-    leaves them; one the engine refuses to load raises instead of producing a number."""
+    (the last verify step is kept whole). EOS is not special unless stop_at_eos (then a prompt
+    ends with the verify step that commits it, kept whole), so runs stay comparable. Up to
+    batch_size prompts decode together, each at its own pace, with the target's and the draft's
+    KV caches kept across verify steps as an engine keeps them; the tokens do not depend on the
+    batch size. A wiring that resets parameters runs on a copy with them reset, as
+    the engine leaves them; one the engine refuses to load raises instead of producing a number."""
     from .model import as_engine_leaves
 
+    if batch_size < 1 or num_steps < 1:
+        raise Eagle3NbError(f"batch_size {batch_size} and num_steps {num_steps} must be >= 1",
+                            None, "pass positive counts")
     wiring = wiring or draft.wiring
     if wiring.engine_error:
         raise Eagle3NbError(f"{wiring.name} does not serve this draft: {wiring.engine_error}",
                             wiring.name, "fix the load error first (eagle3-nb inspect)")
     model = as_engine_leaves(draft, wiring)
     eos = target.eos_token_ids if stop_at_eos else set()
-    runs = [_simulate_one(model, target, p.reshape(-1).cpu(), num_steps, max_new_tokens, wiring, eos)
-            for p in _progress(prompts, progress, f"simulating {wiring.name}")]
+    prompts = [p.reshape(-1).cpu() for p in prompts]
+    if any(len(p) < 2 for p in prompts):
+        raise Eagle3NbError("a prompt needs at least 2 tokens (the draft pairs each state with the "
+                            "next token)", None, "drop empty or one-token prompts")
+    batches = [prompts[i:i + batch_size] for i in range(0, len(prompts), batch_size)]
+    runs = []
+    for batch in _progress(batches, progress, f"simulating {wiring.name}", len(prompts) > 8):
+        runs += _Batch(model, target, batch, num_steps, wiring, eos).decode(max_new_tokens)
     return AcceptanceResult(wiring.name, num_steps, runs)
 
 
-def _progress(items, enabled: bool | None, desc: str):
-    """tqdm over the prompts when asked, or by default when the run is long enough to wait on."""
-    if enabled is None:
-        enabled = len(items) > 8
-    if not enabled:
+def _progress(items, enabled: bool | None, desc: str, default: bool):
+    """tqdm over the batches when asked, or by default when the run is long enough to wait on."""
+    if not (default if enabled is None else enabled):
         return items
     from tqdm.auto import tqdm
-    return tqdm(items, desc=desc, unit="prompt", leave=False)
+    return tqdm(items, desc=desc, unit="batch", leave=False)
 
 
-def _simulate_one(draft, target, prompt, k, max_new_tokens, wiring, eos) -> SampleRun:
-    out = target.forward_hidden(prompt, logits_to_keep=1)
-    seq = torch.cat([prompt, out.next_tokens[-1:].cpu()])
-    run = SampleRun(prompt.tolist(), int(seq[-1]))
-    while len(seq) - len(prompt) < max_new_tokens and int(seq[-1]) not in eos:
-        feats = draft_features(out, wiring)[: len(seq) - 1].to(draft.fc.weight.device)
-        proposal = draft.step(seq[1:][None].to(feats.device), feats[None], k, wiring=wiring)
-        drafted = proposal.target_ids[0].cpu()
-        out = target.forward_hidden(torch.cat([seq, drafted]), logits_to_keep=k + 1)
-        preds = out.next_tokens.cpu()          # the target's k + 1 choices after seq[:-1]
-        accepted = int((drafted == preds[:k]).int().cumprod(0).sum())
-        run.steps.append(VerifyStep(len(seq), drafted.tolist(), preds.tolist(), accepted,
-                                    _top_candidates(draft, proposal.logits[0], wiring)))
-        seq = torch.cat([seq, drafted[:accepted], preds[accepted:accepted + 1]])
-    return run
+class _Batch:
+    """Requests decoding together. Invariant between steps, per row: the target and the draft
+    have processed positions 0..pos-1 of the committed tokens `seq` (len(seq) = pos + 1: the
+    last one, the bonus, is next to verify); draft position j pairs target state j with token
+    j+1. Rejected drafts stay in the target cache as masked holes; padding of rows extended by
+    different counts leaves holes in the draft cache (model.DraftCache.valid)."""
+
+    def __init__(self, draft, target, prompts, k, wiring, eos):
+        from .model import DraftCache
+
+        self.draft, self.target, self.k, self.wiring, self.eos = draft, target, k, wiring, eos
+        self.dev = draft.fc.weight.device
+        self.rows = list(range(len(prompts)))           # index into self.runs of each live row
+        ids, valid = _left_pad(prompts)
+        positions = (valid.cumsum(-1) - 1).clamp(min=0)
+        out, self.past = target.forward_cached(ids, valid, positions, None, logits_to_keep=1)
+        first = out.next_tokens[:, -1].cpu()
+        self.runs = [SampleRun(p.tolist(), int(f)) for p, f in zip(prompts, first)]
+        self.seqs = [p.tolist() + [int(f)] for p, f in zip(prompts, first)]
+        self.mask = valid.to(target.device)
+        self.pos = valid.sum(-1)                         # target/draft positions done per row
+        self.dcache = DraftCache()
+        # the next draft extend: ids shifted one left (each state pairs with the next token)
+        self.extend = (torch.cat([ids[:, 1:], first[:, None]], 1), draft_features(out, wiring),
+                       positions, valid.bool())
+
+    def decode(self, max_new_tokens: int) -> list[SampleRun]:
+        self._retire(max_new_tokens)
+        while self.rows:
+            self._verify_step()
+            self._retire(max_new_tokens)
+        return self.runs
+
+    def _verify_step(self) -> None:
+        proposal = self._draft()
+        drafted = proposal.target_ids.cpu()
+        last = torch.tensor([self.seqs[r][-1] for r in self.rows])
+        verify = torch.cat([last[:, None], drafted], 1)                     # [B, k + 1]
+        out, accepted = self._verify(verify)
+        preds = out.next_tokens.cpu()                    # the target's k + 1 choices
+        bonus = preds.gather(1, accepted[:, None])[:, 0]
+        for b, r in enumerate(self.rows):
+            a = int(accepted[b])
+            self.runs[r].steps.append(VerifyStep(
+                len(self.seqs[r]), drafted[b].tolist(), preds[b].tolist(), a,
+                _top_candidates(self.draft, proposal.logits[b], self.wiring)))
+            self.seqs[r] += drafted[b, :a].tolist() + [int(bonus[b])]
+        self._next_extend(verify, bonus, accepted, draft_features(out, self.wiring))
+
+    def _draft(self):
+        """Extend the draft over the newly committed positions, draft k, forget the drafts."""
+        ids, feats, positions, valid = (t.to(self.dev) for t in self.extend)
+        length = self.dcache.length + ids.shape[1]
+        proposal = self.draft.step(ids, feats, self.k, positions, self.dcache, self.wiring, valid)
+        self.dcache.truncate(length)                     # drop the k - 1 drafted positions
+        return proposal
+
+    def _verify(self, verify: torch.Tensor):
+        """One target pass over [bonus, drafts]; the rejected slots become holes."""
+        k = self.k
+        self.mask = torch.cat([self.mask, torch.ones_like(verify, device=self.mask.device)], 1)
+        out, self.past = self.target.forward_cached(verify, self.mask,
+                                                    self.pos[:, None] + torch.arange(k + 1),
+                                                    self.past, logits_to_keep=k + 1)
+        preds = out.next_tokens.cpu()
+        accepted = (verify[:, 1:] == preds[:, :k]).int().cumprod(1).sum(1)
+        self.mask[:, -(k + 1):] = self._committed(accepted).to(self.mask)
+        return out, accepted
+
+    def _committed(self, accepted: torch.Tensor) -> torch.Tensor:
+        """[B, k + 1]: the verified slots kept (the last bonus and the accepted drafts)."""
+        return torch.arange(self.k + 1)[None] <= accepted[:, None]
+
+    def _next_extend(self, verify, bonus, accepted, feats) -> None:
+        """The draft's next extend: each committed slot's state paired with the token after it
+        (the accepted drafts, then the new bonus), right-aligned so the last slot is real."""
+        k, span = self.k, torch.arange(self.k + 1)
+        ids = torch.cat([verify[:, 1:], bonus[:, None]], 1).scatter(1, accepted[:, None],
+                                                                      bonus[:, None])
+        shift = k - accepted
+        self.extend = (_roll_right(ids, shift), _roll_right(feats, shift),
+                       (self.pos[:, None] + span - shift[:, None]).clamp(min=0),
+                       _roll_right(self._committed(accepted), shift))
+        self.pos = self.pos + accepted + 1
+
+    def _retire(self, max_new_tokens: int) -> None:
+        """Finished requests leave the batch, their caches with them."""
+        live = [b for b, r in enumerate(self.rows)
+                if len(self.seqs[r]) - len(self.runs[r].prompt) < max_new_tokens
+                and not self.eos.intersection(self.runs[r].generated)]
+        if len(live) == len(self.rows):
+            return
+        keep = torch.tensor(live, dtype=torch.long)
+        self.rows = [self.rows[b] for b in live]
+        if not live:
+            return
+        self.past.batch_select_indices(keep.to(self.target.device))
+        self.dcache.select(keep.to(self.dev))
+        self.mask, self.pos = self.mask[keep.to(self.mask.device)], self.pos[keep]
+        self.extend = tuple(t[keep.to(t.device)] for t in self.extend)
+
+
+def _left_pad(rows: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """[B, T] ids left-padded with 0, and [B, T] long mask (1 = a real token)."""
+    width = max(len(r) for r in rows)
+    ids = torch.zeros(len(rows), width, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for b, r in enumerate(rows):
+        ids[b, width - len(r):], mask[b, width - len(r):] = r, 1
+    return ids, mask
+
+
+def _roll_right(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """Roll each row b of x [B, T, ...] right by shift[b] (wrapping), on dim 1."""
+    T = x.shape[1]
+    index = (torch.arange(T)[None] - shift[:, None]) % T
+    index = index.to(x.device).view(*index.shape, *([1] * (x.dim() - 2))).expand_as(x)
+    return x.gather(1, index)
 
 
 TOP_CANDIDATES = 3

@@ -54,7 +54,7 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
                      wiring: str = "trained", compare: str | None = None, num_steps: int = 4,
                      max_new_tokens: int = 64, n_samples: int | None = None,
                      observed=None, what_if: bool = True, engines: list[str] | None = None,
-                     device: str | None = None) -> AcceptanceCheck:
+                     device: str | None = None, batch_size: int = 8) -> AcceptanceCheck:
     from .metrics import parse_observed
 
     if not target and not hidden_states:
@@ -67,12 +67,14 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
         check.teacher_forced = _score_dumps(checkpoint, hidden_states, target, num_steps,
                                             n_samples, device)
         return check
-    _simulate_wirings(check, target, prompts, compare, n_samples, what_if, engines, device)
+    _simulate_wirings(check, target, prompts, compare, n_samples, what_if, engines, device,
+                      batch_size)
     check.findings = acceptance_findings(check.rows, obs)
     return check
 
 
-def _simulate_wirings(check, target, prompts, compare, n_samples, what_if, engines, device):
+def _simulate_wirings(check, target, prompts, compare, n_samples, what_if, engines, device,
+                      batch_size):
     from .hidden_check import load_for_run, read_prompts
     from .whatif import rank, run_what_if
 
@@ -82,7 +84,8 @@ def _simulate_wirings(check, target, prompts, compare, n_samples, what_if, engin
             raise Eagle3NbError(f"unknown wiring {name!r}", "wiring", f"one of: {', '.join(presets)}")
     chosen = presets if what_if else {n: presets[n] for n in {check.wiring, compare} if n}
     samples = read_prompts(prompts, tgt, n_samples)
-    rows = run_what_if(draft, tgt, samples, chosen, check.num_steps, check.max_new_tokens)
+    rows = run_what_if(draft, tgt, samples, chosen, check.num_steps, check.max_new_tokens,
+                       batch_size=batch_size)
     by_name = {r.wiring.name: r for r in rows}
     if by_name[check.wiring].result is None:
         raise Eagle3NbError(f"wiring {check.wiring} cannot run: {by_name[check.wiring].error}",

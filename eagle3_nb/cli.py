@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--num-steps", type=int, default=4, metavar="K")
     acc.add_argument("--max-new-tokens", type=int, default=64, metavar="N")
     acc.add_argument("--n-samples", type=int, default=None, metavar="N")
+    acc.add_argument("--batch-size", type=int, default=8, metavar="B",
+                     help="prompts decoded together (the tokens do not depend on it)")
     acc.add_argument("--wiring", default="trained")
     acc.add_argument("--list-wirings", action="store_true")
     acc.add_argument("--what-if", action="store_true",
@@ -206,7 +208,7 @@ def cmd_accept(args) -> int:
         return _accept_what_if(args, prompts)
     result = measure_acceptance(args.checkpoint, args.target, prompts, args.wiring,
                                 args.num_steps, args.max_new_tokens, args.n_samples, args.device,
-                                stop_at_eos=args.stop_at_eos)
+                                stop_at_eos=args.stop_at_eos, batch_size=args.batch_size)
     stats = result.stats()
     if args.json:
         sys.stdout.write(json.dumps(stats, indent=2) + "\n")
@@ -223,7 +225,8 @@ def _accept_what_if(args, prompts: str) -> int:
     from .hidden_check import what_if
 
     report = what_if(args.checkpoint, args.target, prompts, args.observed, args.num_steps,
-                     args.max_new_tokens, args.n_samples, args.device)
+                     args.max_new_tokens, args.n_samples, args.device,
+                     batch_size=args.batch_size)
     if args.json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
         return EXIT_OK

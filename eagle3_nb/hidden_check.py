@@ -119,7 +119,7 @@ def load_for_run(checkpoint: str | Path, target: str | Path, engines: list[str] 
 def measure_acceptance(checkpoint: str | Path, target: str | Path, prompts: str | Path,
                        wiring: str = "trained", num_steps: int = 4, max_new_tokens: int = 64,
                        n_samples: int | None = None, device: str | None = None,
-                       stop_at_eos: bool = False):
+                       stop_at_eos: bool = False, batch_size: int = 8):
     """Simulated chain speculative decoding of the prompts under one named wiring."""
     from .acceptance import simulate
 
@@ -129,12 +129,13 @@ def measure_acceptance(checkpoint: str | Path, target: str | Path, prompts: str 
                             f"one of: {', '.join(presets)}")
     samples = read_prompts(prompts, tgt, n_samples)
     return simulate(draft, tgt, samples, num_steps, max_new_tokens, presets[wiring],
-                    stop_at_eos=stop_at_eos)
+                    stop_at_eos=stop_at_eos, batch_size=batch_size)
 
 
 def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path, observed=None,
             num_steps: int = 4, max_new_tokens: int = 64, n_samples: int | None = None,
-            device: str | None = None, wirings: list[str] | None = None) -> dict[str, Any]:
+            device: str | None = None, wirings: list[str] | None = None,
+            batch_size: int = 8) -> dict[str, Any]:
     """Every named wiring (or the given ones) simulated on the prompts and ranked against what
     the engine reported (a number, a log, metrics text, SGLang JSON, or None)."""
     from .metrics import parse_observed
@@ -147,6 +148,6 @@ def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path, obs
         raise Eagle3NbError(f"unknown wiring(s) {unknown}", "wirings", f"one of: {', '.join(presets)}")
     chosen = {w: presets[w] for w in wirings} if wirings else presets
     rows = rank(run_what_if(draft, tgt, read_prompts(prompts, tgt, n_samples), chosen, num_steps,
-                            max_new_tokens), obs)
+                            max_new_tokens, batch_size=batch_size), obs)
     return {"checkpoint": str(checkpoint), "num_steps": num_steps,
             "max_new_tokens": max_new_tokens, **what_if_json(rows, obs)}

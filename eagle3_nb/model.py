@@ -101,6 +101,9 @@ class LayerCache:
 @dataclass
 class DraftCache:
     layers: list[LayerCache] = field(default_factory=list)
+    # [B, S] bool, which cached positions later queries may see; None = all. Padding in a batch
+    # of rows extended by different counts leaves holes, as an engine's per-request KV would.
+    valid: torch.Tensor | None = None
 
     @property
     def length(self) -> int:
@@ -112,6 +115,35 @@ class DraftCache:
         for c in self.layers:
             if c.keys is not None:
                 c.keys, c.values = c.keys[:, :, :length], c.values[:, :, :length]
+        if self.valid is not None:
+            self.valid = self.valid[:, :length]
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only these batch rows (finished requests leave the batch)."""
+        for c in self.layers:
+            if c.keys is not None:
+                c.keys, c.values = c.keys[rows], c.values[rows]
+        if self.valid is not None:
+            self.valid = self.valid[rows]
+
+    def attention_mask(self, new_valid: torch.Tensor | None, T: int, device) -> torch.Tensor:
+        """Record the new positions' validity and return what T new queries may see:
+        [T, S] (causal by order) or, with holes, [B, 1, T, S]. A query always sees itself, so
+        no row is fully masked (a padded query yields finite values nobody reads)."""
+        past = self.length
+        S = past + T
+        order = torch.arange(S, device=device)
+        causal = order[None, :] <= order[past:, None]
+        if new_valid is None and self.valid is None:
+            return causal
+        B = new_valid.shape[0] if new_valid is not None else self.valid.shape[0]
+        old = self.valid if self.valid is not None else torch.ones(B, past, dtype=torch.bool,
+                                                                   device=device)
+        new = new_valid.bool() if new_valid is not None else torch.ones(B, T, dtype=torch.bool,
+                                                                       device=device)
+        self.valid = torch.cat([old, new], 1)
+        own = order[None, :] == order[past:, None]
+        return ((causal & self.valid[:, None, :]) | own)[:, None]
 
 
 class Attention(nn.Module):
@@ -139,7 +171,10 @@ class Attention(nn.Module):
         return (apply_rope(q.transpose(1, 2), positions, inv_freq),
                 apply_rope(k.transpose(1, 2), positions, inv_freq), v)
 
-    def forward(self, x, positions, inv_freq, cache: LayerCache | None):
+    def forward(self, x, positions, inv_freq, cache: LayerCache | None,
+                visible: torch.Tensor | None = None):
+        """visible: [T, S] or [B, 1, T, S] bool; default causal by order in the sequence
+        (positions only rotate: they may restart or repeat)."""
         B, T, _ = x.shape
         q, k, v = self.qkv(x, positions, inv_freq)
         if cache is not None:
@@ -149,10 +184,10 @@ class Attention(nn.Module):
             cache.keys, cache.values = k, v
         groups = self.nh // self.nkv
         k, v = k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1)
-        # causal by order in the sequence; positions only rotate (they may restart or repeat)
-        past = k.shape[2] - T
-        visible = (torch.arange(k.shape[2], device=x.device)[None, :]
-                   <= torch.arange(past, past + T, device=x.device)[:, None])
+        if visible is None:
+            past = k.shape[2] - T
+            visible = (torch.arange(k.shape[2], device=x.device)[None, :]
+                       <= torch.arange(past, past + T, device=x.device)[:, None])
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=visible)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, self.nh * self.hd))
 
@@ -183,7 +218,7 @@ class DecoderLayer(nn.Module):
         self.hidden_norm = RMSNorm(cfg.H, cfg.rms_norm_eps)  # layers >= 1: only SGLang uses it
         self.post_attention_layernorm = RMSNorm(cfg.H, cfg.rms_norm_eps)
 
-    def forward(self, h, embeds, positions, inv_freq, wiring: Wiring, cache):
+    def forward(self, h, embeds, positions, inv_freq, wiring: Wiring, cache, visible=None):
         if self.first:
             normed = self.hidden_norm(h)
             residual = normed if wiring.norm_before_residual else h
@@ -192,7 +227,7 @@ class DecoderLayer(nn.Module):
             residual = h
             pre = self.hidden_norm if wiring.extra_layer_norm == "hidden_norm" else self.input_layernorm
             a = pre(h)
-        h = residual + self.self_attn(a, positions, inv_freq, cache)
+        h = residual + self.self_attn(a, positions, inv_freq, cache, visible)
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
@@ -280,11 +315,13 @@ class Eagle3Draft(nn.Module):
     # -- passes ---------------------------------------------------------------------------
     def run(self, input_ids, hidden_states, position_ids=None, cache: DraftCache | None = None,
             wiring: Wiring | None = None, own_features: bool = False,
-            last_only: bool = False) -> DraftOutput:
+            last_only: bool = False, valid: torch.Tensor | None = None) -> DraftOutput:
         """One causal pass: input_ids [B, T] (target ids, already shifted), hidden_states
         [B, T, A*Ht] target features (fc applies), or with own_features the draft's own H-wide
         output fed back (fc never applies, in every engine). last_only: logits and features of
-        the last position only (drafting needs no more; the lm_head is the big matmul)."""
+        the last position only (drafting needs no more; the lm_head is the big matmul).
+        valid [B, T]: False marks padding no later query may attend to (rows of a batch
+        extended by different counts are left-padded, so the last position is always real)."""
         wiring = wiring or self.wiring
         B, T = input_ids.shape
         if position_ids is None:
@@ -292,12 +329,15 @@ class Eagle3Draft(nn.Module):
             position_ids = torch.arange(start, start + T, device=input_ids.device).expand(B, T)
         if cache is not None and not cache.layers:
             cache.layers = [LayerCache() for _ in self.layers]
+        visible = None
+        if valid is not None or (cache is not None and cache.valid is not None):
+            visible = (cache or DraftCache()).attention_mask(valid, T, input_ids.device)
         h = hidden_states.to(self.fc.weight.dtype)
         h, applied = (h, False) if own_features else self.project(h, wiring)
         embeds = self.embed_tokens(input_ids)
         for i, layer in enumerate(self.layers):
             h = layer(h, embeds, position_ids, self.inv_freq, wiring,
-                      cache.layers[i] if cache is not None else None)
+                      cache.layers[i] if cache is not None else None, visible)
         h = h[:, -1:] if last_only else h
         normed = self.norm(h)
         return DraftOutput(self.lm_head(normed), normed if wiring.norm_output else h, applied)
@@ -307,13 +347,16 @@ class Eagle3Draft(nn.Module):
 
     @torch.no_grad()
     def step(self, input_ids, hidden_states, num_steps: int, position_ids=None,
-             cache: DraftCache | None = None, wiring: Wiring | None = None) -> DraftProposal:
+             cache: DraftCache | None = None, wiring: Wiring | None = None,
+             valid: torch.Tensor | None = None) -> DraftProposal:
         """Draft `num_steps` tokens as an engine does (chain, greedy): extend over the given
         positions with target features, then feed back each drafted token (mapped to a target
-        id through d2t) with the draft's own H-wide feature, one position at a time."""
+        id through d2t) with the draft's own H-wide feature, one position at a time. The cache
+        keeps the num_steps - 1 drafted positions: truncate it to drop them."""
         wiring = wiring or self.wiring
         cache = cache if cache is not None else DraftCache()
-        out = self.run(input_ids, hidden_states, position_ids, cache, wiring, last_only=True)
+        out = self.run(input_ids, hidden_states, position_ids, cache, wiring, last_only=True,
+                       valid=valid)
         logits, feature = out.logits, out.features
         last_pos = (position_ids[:, -1:] if position_ids is not None
                     else torch.full_like(input_ids[:, -1:], cache.length - 1))

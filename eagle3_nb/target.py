@@ -307,6 +307,35 @@ class TargetModel:
         and the greedy next token at each position; with logits_to_keep=n only at the last n
         positions (the lm_head over every position dominates a long pass of a big-vocab model)."""
         ids, mask, unbatched = self._prepare(input_ids, attention_mask)
+        kwargs: dict[str, Any] = {"input_ids": ids, "use_cache": False}
+        if mask is not None:
+            kwargs["attention_mask"] = mask
+            kwargs["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0)
+        result, _ = self._capture(kwargs, logits_to_keep, mask)
+        if unbatched:
+            result = TargetOutput(tuple(h[0] for h in result.hidden_states), result.pre_norm_last[0],
+                                  result.logits[0], result.next_tokens[0], None)
+        return result
+
+    @torch.no_grad()
+    def forward_cached(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                       position_ids: torch.Tensor, past_key_values=None,
+                       logits_to_keep: int = 0) -> tuple[TargetOutput, Any]:
+        """Extend a batch by input_ids [B, T] on top of past_key_values (None: a prefill), as an
+        engine's verify pass does. attention_mask [B, past + T] says which cache slots each row
+        attends to (0 for padding and for rejected drafts, which stay in the cache as holes);
+        position_ids [B, T] are the rows' own positions. Returns the states of the new positions
+        and the cache to pass next time."""
+        ids = input_ids.to(self.device)
+        kwargs: dict[str, Any] = {"input_ids": ids, "use_cache": True,
+                                  "attention_mask": attention_mask.to(self.device),
+                                  "position_ids": position_ids.to(self.device)}
+        if past_key_values is not None:
+            kwargs["past_key_values"] = past_key_values
+        return self._capture(kwargs, logits_to_keep, None)
+
+    def _capture(self, kwargs: dict[str, Any], logits_to_keep: int,
+                 mask) -> tuple[TargetOutput, Any]:
         captured: list[torch.Tensor] = []
 
         def hook(_module, _args, output):
@@ -314,12 +343,7 @@ class TargetModel:
 
         handle = self.decoder_layers()[-1].register_forward_hook(hook)
         try:
-            kwargs: dict[str, Any] = {"input_ids": ids, "output_hidden_states": True,
-                                      "use_cache": False}
-            if mask is not None:
-                kwargs["attention_mask"] = mask
-                kwargs["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0)
-            out = self._run_model(kwargs, logits_to_keep)
+            out = self._run_model({**kwargs, "output_hidden_states": True}, logits_to_keep)
         finally:
             handle.remove()
         hidden = tuple(out.hidden_states)
@@ -329,10 +353,7 @@ class TargetModel:
                                 "this architecture is not supported by the capture")
         logits = out.logits
         result = TargetOutput(hidden, captured[0], logits, logits.argmax(-1), mask)
-        if unbatched:
-            result = TargetOutput(tuple(h[0] for h in hidden), captured[0][0], logits[0],
-                                  result.next_tokens[0], None)
-        return result
+        return result, getattr(out, "past_key_values", None)
 
     def _run_model(self, kwargs: dict[str, Any], logits_to_keep: int):
         if not logits_to_keep:

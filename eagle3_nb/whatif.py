@@ -57,7 +57,8 @@ class WhatIfRow:
 
 
 def run_what_if(draft, target, prompts, wirings: dict[str, Wiring], num_steps: int = 4,
-                max_new_tokens: int = 64, progress: bool | None = None) -> list[WhatIfRow]:
+                max_new_tokens: int = 64, progress: bool | None = None,
+                batch_size: int = 8) -> list[WhatIfRow]:
     """Simulate every wiring (each distinct set of switches once); an engine that refuses the
     checkpoint, or a d2t that sends a drafted id out of the vocabulary, is a row with an error."""
     done: dict[str, WhatIfRow] = {}
@@ -66,7 +67,7 @@ def run_what_if(draft, target, prompts, wirings: dict[str, Wiring], num_steps: i
         key = _switches_key(wiring)
         if key not in done:
             done[key] = _simulate_row(draft, target, prompts, wiring, num_steps, max_new_tokens,
-                                      progress)
+                                      progress, batch_size)
         first = done[key]
         result = first.result and AcceptanceResult(wiring.name, num_steps, first.result.samples)
         rows.append(WhatIfRow(wiring, result, first.error))
@@ -80,10 +81,11 @@ def _switches_key(wiring: Wiring) -> str:
     return repr(sorted(switches.items()))
 
 
-def _simulate_row(draft, target, prompts, wiring, num_steps, max_new_tokens, progress) -> WhatIfRow:
+def _simulate_row(draft, target, prompts, wiring, num_steps, max_new_tokens, progress,
+                  batch_size) -> WhatIfRow:
     try:
         return WhatIfRow(wiring, simulate(draft, target, prompts, num_steps, max_new_tokens,
-                                          wiring, progress=progress))
+                                          wiring, progress=progress, batch_size=batch_size))
     except Eagle3NbError as exc:
         return WhatIfRow(wiring, None, exc.what)
 

@@ -70,6 +70,58 @@ def test_simulation_matches_brute_force(models):
         assert [s.accepted for s in run.steps] == counts
 
 
+def test_tokens_do_not_depend_on_the_batch_size(models):
+    """Prompts of different lengths decode together (left-padded, each at its own pace, finished
+    ones leaving the batch): every token, accept count and candidate equals one-at-a-time."""
+    draft, target = models
+    prompts = [p[:n] for p, n in zip(read_prompts(SAMPLES / "prompts.jsonl", target, 5),
+                                     (40, 17, 33, 9, 26))]
+    alone = simulate(draft, target, prompts, 4, 24, TRAINED, batch_size=1)
+    together = simulate(draft, target, prompts, 4, 24, TRAINED, batch_size=3)
+    for a, b in zip(alone.samples, together.samples):
+        assert a.generated == b.generated and a.prompt == b.prompt
+        assert [s.to_json() for s in a.steps] == [s.to_json() for s in b.steps]
+    assert len({len(r.steps) for r in together.samples}) > 1   # rows really finished apart
+
+
+class EosTarget:
+    """The target with a chosen token as its EOS."""
+
+    def __init__(self, target, eos: int):
+        self.target, self.eos_token_ids = target, {eos}
+
+    def __getattr__(self, name):
+        return getattr(self.target, name)
+
+
+def test_stop_at_eos_retires_each_row_on_its_own(models):
+    draft, target = models
+    prompts = [p[:30] for p in read_prompts(SAMPLES / "prompts.jsonl", target, 4)]
+    free = simulate(draft, target, prompts, 4, 32, TRAINED)
+    eos = free.samples[1].generated[5]                     # a token row 1 produces mid-run
+    stopped = simulate(draft, EosTarget(target, eos), prompts, 4, 32, TRAINED, stop_at_eos=True,
+                       batch_size=4)
+    for f, s in zip(free.samples, stopped.samples):
+        new = f.generated
+        cut = new.index(eos) if eos in new else None
+        assert s.generated == new[:len(s.generated)]
+        if cut is None:
+            assert s.generated == new
+        else:                       # stops after the verify step that committed EOS, kept whole
+            assert cut < len(s.generated) <= cut + 1 + 4 and len(s.generated) < len(new)
+
+
+def test_bad_batch_size_is_a_clear_error(models):
+    from eagle3_nb.errors import Eagle3NbError
+
+    draft, target = models
+    prompt = read_prompts(SAMPLES / "prompts.jsonl", target, 1)[0][:10]
+    with pytest.raises(Eagle3NbError, match="batch_size"):
+        simulate(draft, target, [prompt], 4, 8, TRAINED, batch_size=0)
+    with pytest.raises(Eagle3NbError, match="at least 2 tokens"):
+        simulate(draft, target, [prompt[:1]], 4, 8, TRAINED)
+
+
 def test_statistics_conventions(models):
     draft, target = models
     prompts = [p[:48] for p in read_prompts(SAMPLES / "prompts.jsonl", target, 4)]
@@ -115,6 +167,8 @@ def test_accept_cli_lists_wirings_and_rejects_bad_input(run_cli, tmp_path):
     assert rc == 2 and "unknown wiring" in err and "Traceback" not in err
     rc, _, err = run_cli("accept", DRAFTS / "good")
     assert rc == 2 and "--target" in err
+    rc, _, err = run_cli("accept", DRAFTS / "good", "--target", TARGET, "--batch-size", "0")
+    assert rc == 2 and "batch_size" in err and "Traceback" not in err
 
 
 def test_accept_on_speculators_dumps_is_teacher_forced_and_labelled(run_cli, tmp_path, models):

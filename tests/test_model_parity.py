@@ -493,6 +493,40 @@ def test_step_after_truncate_equals_fresh_step(tmp_path):
     assert torch.equal(again.draft_ids, r_draft)
 
 
+def test_padded_holes_in_the_cache_equal_each_row_alone(tmp_path):
+    """Two rows extended by different counts in one batch: each chunk left-padded, the padding
+    marked invalid, so the cache has holes. Every real position's logits equal the row run alone
+    with no padding (as the batched simulation relies on)."""
+    case = CASES[8]
+    draft, _ = build(case, tmp_path)
+    ids, hs, pos = inputs(case)
+    wiring = case.wiring()
+    chunks = [(4, 6), (5, 3)]                 # row 0 extends by 4 then 5, row 1 by 6 then 3
+    cache, got = DraftCache(), [[], []]
+    with torch.no_grad():
+        starts = [0, 0]
+        for step in range(2):
+            n = [chunks[step][0], chunks[step][1]]
+            width = max(n)
+            pad_ids = torch.zeros(2, width, dtype=torch.long)
+            pad_hs = torch.zeros(2, width, hs.shape[-1])
+            pad_pos = torch.zeros(2, width, dtype=torch.long)
+            valid = torch.zeros(2, width, dtype=torch.bool)
+            for b in range(2):
+                sl = slice(starts[b], starts[b] + n[b])
+                pad_ids[b, width - n[b]:], pad_hs[b, width - n[b]:] = ids[b, sl], hs[b, sl]
+                pad_pos[b, width - n[b]:], valid[b, width - n[b]:] = pos[b, sl], True
+            out = draft.run(pad_ids, pad_hs, pad_pos, cache=cache, wiring=wiring, valid=valid)
+            for b in range(2):
+                got[b].append(out.logits[b, width - n[b]:])
+                starts[b] += n[b]
+        for b in range(2):
+            T = starts[b]
+            alone = draft.run(ids[b:b + 1, :T], hs[b:b + 1, :T], pos[b:b + 1, :T], wiring=wiring)
+            close(torch.cat(got[b])[None], alone.logits)
+    assert cache.valid.shape == (2, 6 + 5) and int(cache.valid.sum()) == 4 + 6 + 5 + 3
+
+
 def test_step_with_default_positions(tmp_path):
     case = CASES[7]
     draft, w = build(case, tmp_path)

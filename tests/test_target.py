@@ -371,3 +371,31 @@ def test_missing_paths_and_empty_directories_raise(tmp_path):
     (tmp_path / "x.npy").write_bytes(b"")
     with pytest.raises(DumpFormatError, match="unknown dump file type"):
         read_dump(tmp_path / "x.npy")
+
+
+@needs_trained
+def test_cached_passes_with_holes_equal_one_compact_pass(target, prompt_ids):
+    """Prefill two left-padded prompts, append 3 tokens of which the last 2 are rejected (masked
+    holes), then 2 more: the last pass's states and tokens equal a fresh pass over each row's
+    committed tokens, as the simulation's verify steps rely on."""
+    rows = [prompt_ids[0][:12], prompt_ids[1][:7]]
+    ids = torch.zeros(2, 12, dtype=torch.long)
+    mask = torch.zeros(2, 12, dtype=torch.long)
+    for b, r in enumerate(rows):
+        ids[b, 12 - len(r):], mask[b, 12 - len(r):] = r, 1
+    _, past = target.forward_cached(ids, mask, (mask.cumsum(-1) - 1).clamp(min=0), None, 1)
+    lengths = torch.tensor([len(r) for r in rows])
+    extra = torch.tensor([[5, 6, 7], [8, 9, 10]])
+    mask = torch.cat([mask, torch.tensor([[1, 0, 0], [1, 0, 0]])], 1)   # keep the first only
+    _, past = target.forward_cached(extra, torch.cat([mask[:, :12], torch.ones(2, 3,
+                                    dtype=torch.long)], 1), lengths[:, None] + torch.arange(3),
+                                    past)
+    more = torch.tensor([[11, 12], [13, 14]])
+    mask = torch.cat([mask, torch.ones(2, 2, dtype=torch.long)], 1)
+    out, _ = target.forward_cached(more, mask, lengths[:, None] + 1 + torch.arange(2), past)
+    for b, r in enumerate(rows):
+        fresh = target.forward_hidden(torch.cat([r, extra[b, :1], more[b]]))
+        assert torch.equal(out.next_tokens[b], fresh.next_tokens[-2:])
+        for i in (2, 4, 5, target.num_layers):
+            torch.testing.assert_close(out.state(i, "pre_norm")[b], fresh.state(i, "pre_norm")[-2:],
+                                       rtol=1e-4, atol=1e-4)
