@@ -38,6 +38,11 @@ CODES: dict[str, str] = {
     "ACCEPT_AT_FLOOR": "as trained, the draft accepts no more than with no target state at all",
     "ACCEPT_COLLAPSES": "served as the engine would, the simulated accept length collapses",
     "ACCEPT_MISMATCH": "the engine's reported acceptance differs from the as-trained simulation",
+    # first-step accuracy on real target hidden states (notebook 03)
+    "HIDDEN_COLLAPSES": "served as the engine would, the draft's first-step accuracy collapses "
+                        "or the run crashes",
+    "HIDDEN_LAYERS_DIFFER": "the engine captures other target layers than the draft was "
+                            "trained on; the measured cost depends on how alike they are",
 }
 
 

@@ -16,6 +16,7 @@ from .checkpoint import Checkpoint, iter_jsonl
 from .config import parse_config
 from .engines import resolve_engines
 from .errors import Eagle3NbError
+from .findings import sort_findings
 
 DEFAULT_WIRINGS = ("trained", "single_layer", "layers_plus_one")
 
@@ -50,11 +51,11 @@ def check_hidden_states(checkpoint: str | Path, target: str | Path, prompts: str
                         engines: list[str] | None = None, n_samples: int = 8,
                         device: str | None = None,
                         wirings: tuple[str, ...] = DEFAULT_WIRINGS) -> dict[str, Any]:
-    from .features import draft_features, first_step_accuracy
+    from .drift import mean_layer_similarity
+    from .hidden_findings import hidden_findings
     from .inspection import load_target_info
     from .model import load_draft
     from .target import TargetModel
-    from .trace import trace_shapes
     from .wiring import wiring_presets
 
     dev, dtype = pick_device(device)
@@ -68,33 +69,43 @@ def check_hidden_states(checkpoint: str | Path, target: str | Path, prompts: str
     tgt = TargetModel.load(target, device=dev, dtype=dtype)
     draft = load_draft(checkpoint, dev, dtype, embed_from=target)
     samples = read_prompts(prompts, tgt, n_samples)
-    rows = [_evaluate(draft, tgt, samples, w, draft_features, first_step_accuracy, trace_shapes)
-            for w in chosen]
-    return {"checkpoint": str(ckpt.path), "target": str(target), "device": str(dev),
+    # one target pass per prompt serves every wiring's drift and the layer similarity
+    outs = [tgt.forward_hidden(s.to(tgt.device)) for s in samples]
+    rows = [_evaluate(draft, tgt, samples, outs, w, presets["trained"]) for w in chosen]
+    data = {"checkpoint": str(ckpt.path), "target": str(target), "device": str(dev),
             "dtype": str(dtype).replace("torch.", ""), "n_samples": len(samples),
             "hidden_size": cfg.H, "trained_width": draft.fc.in_features,
-            "num_layers": info.num_hidden_layers, "wirings": rows}
+            "num_layers": info.num_hidden_layers, "wirings": rows,
+            "trained_layer_ids": list(presets["trained"].layer_ids or ()) or None,
+            "layer_similarity": mean_layer_similarity(outs)}
+    data["findings"] = [f.to_json() for f in sort_findings(hidden_findings(data))]
+    return data
 
 
-def _evaluate(draft, target, samples, wiring, draft_features, first_step_accuracy, trace_shapes):
+def _evaluate(draft, target, samples, outs, wiring, trained):
+    from .drift import feature_drift
+    from .features import draft_features, first_step_accuracy
     from .model import as_engine_leaves
+    from .trace import trace_shapes
 
     row: dict[str, Any] = {"wiring": wiring.to_json()}
     try:
         if wiring.engine_error:
             raise Eagle3NbError(f"{wiring.name} does not serve this draft: {wiring.engine_error}")
-        draft = as_engine_leaves(draft, wiring)  # what the engine computes with unloaded params
+        served = as_engine_leaves(draft, wiring)  # what the engine computes with unloaded params
         ids = samples[0].to(target.device)
-        feats = draft_features(target.forward_hidden(ids), wiring)[:-1]
-        trace = trace_shapes(draft, ids[1:][None], feats[None], wiring)
+        feats = draft_features(outs[0], wiring)[:-1]
+        trace = trace_shapes(served, ids[1:][None], feats[None], wiring)
         row.update(width=trace.hidden_width, fc_applied=trace.fc_applied,
                    trace=[r.to_json() for r in trace.rows])
-        accs = [first_step_accuracy(draft, target, s, wiring) for s in samples]
+        accs = [first_step_accuracy(served, target, s, wiring) for s in samples]
         n, correct = sum(a.n for a in accs), sum(a.correct for a in accs)
-        row.update(n=n, correct=correct, accuracy=correct / n if n else 0.0, error=None)
+        drift = feature_drift(draft, outs, wiring, trained, served_draft=served)
+        row.update(n=n, correct=correct, accuracy=correct / n if n else 0.0, error=None,
+                   feature_cosine=drift.feature_cosine, aux_cosine=drift.aux_cosine)
     except Eagle3NbError as exc:  # the engine would crash here: say so instead of a number
         row.update(width=None, fc_applied=None, trace=[], n=0, correct=0, accuracy=None,
-                   error=exc.one_line())
+                   error=exc.one_line(), feature_cosine=None, aux_cosine=None)
     return row
 
 

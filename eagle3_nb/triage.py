@@ -601,6 +601,13 @@ NEXT_STEPS: dict[str, str] = {
                         "weights",
     "ACCEPT_MISMATCH": "find the what-if wiring in notebook 04 that reproduces the engine's "
                        "figure: it names what the engine does differently from training",
+    "HIDDEN_COLLAPSES": "fix how {engine} serves the draft, not the weights: notebook 03's "
+                        "wirings table says what differs (fc skipped, layer ids, parameters "
+                        "left unloaded); notebook 01 names the keys and flags",
+    "HIDDEN_LAYERS_DIFFER": "declare the layer ids training captured, in the convention "
+                            "{engine} reads (config.json's eagle_config."
+                            "eagle_aux_hidden_state_layer_ids); do not judge the fix by how "
+                            "small the loss is on one target",
 }
 
 

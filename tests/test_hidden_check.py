@@ -1,16 +1,23 @@
 """Notebook 03's answer on the real tiny target: the trained wiring predicts the target, the
-served single-layer state (fc skipped) and a wrong layer set collapse it."""
+served single-layer state (fc skipped) collapses it, a layer set one deeper costs little because
+this target's adjacent layers are alike; and the drift measures on hand-built states."""
 
 import pytest
+import torch
 
 from conftest import DRAFTS, SAMPLES
+from eagle3_nb.drift import (aux_cosine, feature_drift, layer_similarity, mean_cosine,
+                             mean_layer_similarity, weighted_mean)
 from eagle3_nb.hidden_check import check_hidden_states
+from eagle3_nb.hidden_findings import COLLAPSE_FRACTION, hidden_findings
+from eagle3_nb.target import TargetOutput
+from eagle3_nb.wiring import Wiring
 
 TARGET = SAMPLES / "target"
 PROMPTS = SAMPLES / "prompts.jsonl"
 
-pytestmark = pytest.mark.skipif(not (TARGET / "model.safetensors").exists(),
-                                reason="trained target not built (make train-samples)")
+needs_target = pytest.mark.skipif(not (TARGET / "model.safetensors").exists(),
+                                  reason="trained target not built (make train-samples)")
 
 
 def by_name(data):
@@ -19,6 +26,8 @@ def by_name(data):
 
 @pytest.fixture(scope="module")
 def good():
+    if not (TARGET / "model.safetensors").exists():
+        pytest.skip("trained target not built (make train-samples)")
     return check_hidden_states(DRAFTS / "good", TARGET, PROMPTS,
                                engines=["sglang==0.5.9", "sglang==0.5.23", "vllm==0.33"],
                                n_samples=6, device="cpu")
@@ -50,6 +59,7 @@ def test_engines_capturing_the_defaults_match_training(good):
         assert w[engine]["accuracy"] == pytest.approx(w["trained"]["accuracy"])
 
 
+@needs_target
 def test_draft_trained_on_other_layers_than_declared():
     """Every engine honours the declared [5, 6, 7]; the weights were trained on [2, 4, 5].
     A tiny target's layers are alike, so the loss is milder than a real one's: reported as
@@ -63,3 +73,200 @@ def test_draft_trained_on_other_layers_than_declared():
     good = check_hidden_states(DRAFTS / "good", TARGET, PROMPTS, engines=["vllm==0.33"],
                                n_samples=6, device="cpu", wirings=("trained",))
     assert rows["trained"]["accuracy"] <= 0.8 * by_name(good)["trained"]["accuracy"]
+
+
+# ----------------------------------------------------------------------------- drift, measured
+
+def test_trained_and_identical_engine_wirings_feed_the_trained_feature(good):
+    w = by_name(good)
+    for name in ("trained", "sglang==0.5.23", "vllm==0.33"):
+        assert w[name]["feature_cosine"] == pytest.approx(1.0, abs=1e-5), name
+        assert w[name]["aux_cosine"] == pytest.approx([1.0, 1.0, 1.0], abs=1e-5), name
+    assert good["trained_layer_ids"] == [2, 4, 5]
+    assert good["findings"] == []  # every engine captures what training did: nothing to report
+
+
+def test_single_layer_feature_is_unlike_the_trained_one(good):
+    single = by_name(good)["single_layer"]
+    # measured about -0.05: the raw final-norm state has nothing in common with fc's output
+    assert abs(single["feature_cosine"]) < 0.3, single["feature_cosine"]
+    assert single["aux_cosine"] is None  # no concatenation to compare slot by slot
+
+
+def test_layer_similarity_is_a_cosine_matrix_over_hidden_states(good):
+    sim = torch.tensor(good["layer_similarity"])
+    assert sim.shape == (good["num_layers"] + 1,) * 2 == (9, 9)
+    assert torch.allclose(sim, sim.T, atol=1e-5)
+    assert torch.allclose(sim.diagonal(), torch.ones(9), atol=1e-5)
+    assert (sim <= 1 + 1e-5).all() and (sim >= -1 - 1e-5).all()
+    for k in range(2, 8):  # a residual stream drifts away layer by layer
+        assert sim[k, k + 1] > sim[k, 8] or k + 1 == 8
+
+
+def test_one_layer_deeper_costs_little_because_adjacent_layers_are_alike(good):
+    """The tiny target's adjacent layers have cosine ~0.92 around [2, 4, 5]: the shifted
+    features stay close to the trained ones, and so does the accuracy; a state with nothing in
+    common (single_layer) collapses it. On another target the same shift can cost far more."""
+    w, sim = by_name(good), good["layer_similarity"]
+    plus, single, trained = w["layers_plus_one"], w["single_layer"], w["trained"]
+    adjacent = [sim[t][t + 1] for t in good["trained_layer_ids"]]
+    assert min(adjacent) > 0.8, adjacent
+    # the slot-by-slot drift is exactly the adjacent-layer similarity, on the same passes
+    assert plus["aux_cosine"] == pytest.approx(adjacent, abs=1e-4)
+    assert min(adjacent) - 0.1 < plus["feature_cosine"] < 1 - 1e-3
+    assert plus["feature_cosine"] > single["feature_cosine"] + 0.5
+    assert COLLAPSE_FRACTION * trained["accuracy"] < plus["accuracy"] < trained["accuracy"]
+    assert single["accuracy"] <= COLLAPSE_FRACTION * trained["accuracy"]
+
+
+# ----------------------------------------------------------------------------- findings, measured
+
+def _codes(data):
+    return {(f["code"], f["engine"]) for f in data["findings"]}
+
+
+@needs_target
+def test_unloaded_layer_collapses_on_sglang_0_5_9_only():
+    data = check_hidden_states(DRAFTS / "layers0-flat", TARGET, PROMPTS,
+                               engines=["sglang==0.5.9", "sglang==0.5.23"], n_samples=4,
+                               device="cpu", wirings=("trained",))
+    assert _codes(data) == {("HIDDEN_COLLAPSES", "sglang==0.5.9")}
+    collapse = data["findings"][0]
+    assert collapse["severity"] == "error" and "left at their initial values" in collapse["message"]
+    # the features reaching the decoder layer are as trained: the collapse is in the layer itself
+    assert collapse["evidence"]["feature_cosine"] == pytest.approx(1.0, abs=1e-5)
+    evidence = collapse["evidence"]
+    assert evidence["accuracy"] <= COLLAPSE_FRACTION * evidence["trained_accuracy"]
+
+
+@needs_target
+def test_engines_capturing_other_layers_are_reported_with_their_cosine():
+    """aux-ids-top-level-flat declares output-of-layer ids [1, 3, 6] only at the top level:
+    as trained means hidden_states[2, 4, 7]; SGLang falls back to [2, 4, 5], vLLM reads
+    [1, 3, 6]."""
+    data = check_hidden_states(DRAFTS / "aux-ids-top-level-flat", TARGET, PROMPTS,
+                               engines=["sglang==0.5.23", "vllm==0.33"], n_samples=4,
+                               device="cpu", wirings=("trained",))
+    assert _codes(data) == {("HIDDEN_LAYERS_DIFFER", "sglang==0.5.23"),
+                            ("HIDDEN_LAYERS_DIFFER", "vllm==0.33")}
+    sim = data["layer_similarity"]
+    for f in data["findings"]:
+        assert f["severity"] == "warning" and "#25454" in f["message"] and "#43671" in f["message"]
+        pairs = f["evidence"]["layer_cosines"]
+        assert pairs and all(p["cosine"] == sim[p["trained"]][p["served"]] for p in pairs)
+        assert f"cosine {pairs[0]['cosine']:.2f}" in f["message"]
+    sglang = next(f for f in data["findings"] if f["engine"] == "sglang==0.5.23")
+    assert [(p["trained"], p["served"]) for p in sglang["evidence"]["layer_cosines"]] == [(7, 5)]
+
+
+# ----------------------------------------------------------------------------- drift, by hand
+
+def _rot(x):
+    """Per position, a vector orthogonal to x with the same norm: (a, b, c, d) -> (-b, a, -d, c)."""
+    return torch.stack([-x[..., 1], x[..., 0], -x[..., 3], x[..., 2]], -1)
+
+
+def _output(states, pre_norm, mask=None):
+    """A TargetOutput with the given hidden_states (the last is the final-norm one)."""
+    T = states[0].shape[-2]
+    return TargetOutput(tuple(states), pre_norm, torch.zeros(T, 5),
+                        torch.zeros(T, dtype=torch.long), mask)
+
+
+def test_layer_similarity_of_known_states():
+    h0 = torch.randn(6, 4, generator=torch.Generator().manual_seed(0))
+    out = _output([h0, 3 * h0, h0], pre_norm=_rot(h0))  # hidden_states[2] is the final-norm one
+    sim = torch.tensor(layer_similarity(out))
+    assert sim[0, 1] == pytest.approx(1.0) and sim[1, 0] == pytest.approx(1.0)  # same direction
+    # index L is the pre-norm state (orthogonal here), not HF's final-norm entry (identical)
+    assert sim[0, 2] == pytest.approx(0.0, abs=1e-6) and sim[1, 2] == pytest.approx(0.0, abs=1e-6)
+    assert mean_cosine(h0, -h0) == pytest.approx(-1.0)
+
+
+def test_layer_similarity_weights_samples_by_positions_and_skips_padding():
+    h = torch.randn(4, 4, generator=torch.Generator().manual_seed(1))
+    alike = _output([h[:1], h[:1], h[:1]], pre_norm=h[:1])            # 1 position, cosine 1
+    unlike = _output([h[1:], _rot(h[1:]), h[1:]], pre_norm=h[1:])     # 3 positions, cosine 0
+    assert mean_layer_similarity([alike, unlike])[0][1] == pytest.approx(0.25, abs=1e-6)
+    assert weighted_mean([None, None], [1, 3]) is None
+    padded = torch.cat([h[None, :2], -h[None, 2:]], 1)                # [1, 4, 4], last two padding
+    out = _output([h[None], padded, h[None]], pre_norm=h[None],
+                  mask=torch.tensor([[1, 1, 0, 0]]))
+    assert layer_similarity(out)[0][1] == pytest.approx(1.0)
+
+
+class _Passthrough:
+    """Stands in for a draft whose projection leaves the features as they are."""
+    fc = torch.nn.Linear(8, 4)
+
+    def project(self, hidden, wiring):
+        return hidden, True
+
+
+class _Zeroing(_Passthrough):
+    """An engine copy whose fc was left at zeros: nothing of the features survives."""
+
+    def project(self, hidden, wiring):
+        return torch.zeros_like(hidden), True
+
+
+def test_feature_drift_of_known_states():
+    h1 = torch.randn(5, 4, generator=torch.Generator().manual_seed(2))
+    h2 = _rot(h1)                                    # same norm as h1, orthogonal to it
+    out = _output([h1, h1, h2, h1], pre_norm=_rot(h2))  # L = 3; pre-norm [3] is orthogonal to [2]
+    trained = Wiring("trained", (1, 2))
+    drift = feature_drift(_Passthrough(), out, Wiring("engine==1", (1, 3)), trained)
+    assert drift.aux_cosine == pytest.approx([1.0, 0.0], abs=1e-6)
+    # cat(h1, x) vs cat(h1, h2) with x orthogonal to h2, all of one norm: |h1|^2 / (2 |h1|^2)
+    assert drift.feature_cosine == pytest.approx(0.5, abs=1e-6)
+    assert drift.n_positions == 5 and drift.to_json()["served"] == "engine==1"
+    same = feature_drift(_Passthrough(), [out, out], trained, trained)
+    assert same.feature_cosine == pytest.approx(1.0) and same.aux_cosine == pytest.approx([1, 1])
+    reset = feature_drift(_Passthrough(), out, trained, trained, served_draft=_Zeroing())
+    assert reset.feature_cosine == pytest.approx(0.0) and reset.aux_cosine == pytest.approx([1, 1])
+    # one captured layer alone, or another count of layers: no slot-by-slot comparison
+    assert aux_cosine(out, Wiring("s", (1, 2), "aux:0"), trained) is None
+    assert aux_cosine(out, Wiring("s", (1, 2), "final_norm"), trained) is None
+    assert aux_cosine(out, Wiring("s", (1, 2, 3)), trained) is None
+
+
+# ----------------------------------------------------------------------------- findings, by hand
+
+def _row(name, accuracy, ids=(2, 4, 5), error=None, engine_error="", fc_applied=True):
+    return {"wiring": {"name": name, "layer_ids": list(ids), "hidden_source": "concat",
+                       "engine_error": engine_error, "reset_params": []},
+            "accuracy": accuracy, "error": error, "fc_applied": fc_applied, "feature_cosine": 0.9}
+
+
+def _findings(*rows):
+    return [(f.code, f.engine) for f in hidden_findings(
+        {"wirings": [_row("trained", 0.6), *rows], "layer_similarity": [[1.0] * 9] * 9})]
+
+
+def test_only_engine_wirings_make_findings():
+    assert _findings(_row("single_layer", 0.0), _row("layers_plus_one", 0.0, (3, 5, 6))) == []
+    assert _findings(_row("vllm==0.33", 0.3)) == [("HIDDEN_COLLAPSES", "vllm==0.33")]  # half
+    assert _findings(_row("vllm==0.33", 0.31)) == []
+    assert _findings(_row("vllm==0.33", 0.5, (3, 5, 6))) == [("HIDDEN_LAYERS_DIFFER", "vllm==0.33")]
+
+
+def test_crashes_collapse_but_refusals_to_load_are_notebook_01s():
+    crash = _row("sglang==0.5.9", None, error="fc takes 192, got 256")
+    assert _findings(crash) == [("HIDDEN_COLLAPSES", "sglang==0.5.9")]
+    refused = _row("sglang==0.5.9", None, error="refused", engine_error="no such architecture")
+    assert _findings(refused) == []
+    nothing_to_lose = {"wirings": [_row("trained", 0.0), _row("vllm==0.33", 0.0)]}
+    assert hidden_findings(nothing_to_lose) == []
+
+
+def test_layer_similarity_figure_marks_trained_and_captured_layers(good):
+    from eagle3_nb.viz import hidden as vh
+
+    fig = vh.layer_similarity_figure(good)
+    heat, trained, *engines = fig.data
+    assert [list(r) for r in heat.z] == good["layer_similarity"]
+    assert list(trained.x) == list(trained.y) == [2, 4, 5]
+    # every engine captures the trained layers: one marker set, on the diagonal
+    assert [e.name for e in engines] == ["sglang==0.5.9, sglang==0.5.23, vllm==0.33"]
+    assert list(engines[0].x) == list(engines[0].y) == [2, 4, 5]
+    assert "feature cos" in vh.wirings_html(good)

@@ -1,4 +1,5 @@
-"""Notebook 03 headless on the bundled tiny target: its summary.json carries the answer."""
+"""Notebook 03 headless on the bundled tiny target: its summary.json carries the answer, and its
+findings reach the triage report's merged list."""
 
 import json
 
@@ -6,6 +7,7 @@ import pytest
 
 from conftest import DRAFTS, REPO, SAMPLES
 from eagle3_nb.report import render_html, run_notebook
+from eagle3_nb.triage import Step, merge_findings
 
 NB03 = REPO / "notebooks" / "03_hidden_state_shapes.ipynb"
 pytestmark = [pytest.mark.notebook,
@@ -14,9 +16,11 @@ pytestmark = [pytest.mark.notebook,
 
 
 def test_notebook_03_separates_trained_from_single_layer(tmp_path):
+    """layers0-flat: SGLang 0.5.9 drops its layers.0.* keys, so the served draft collapses
+    while the features reaching it are the trained ones."""
     executed = run_notebook(NB03, tmp_path, {
-        "checkpoint": str(DRAFTS / "good"), "target": str(SAMPLES / "target"),
-        "prompts": str(SAMPLES / "prompts.jsonl"), "engine": "sglang:0.5.23,vllm:0.33",
+        "checkpoint": str(DRAFTS / "layers0-flat"), "target": str(SAMPLES / "target"),
+        "prompts": str(SAMPLES / "prompts.jsonl"), "engine": "sglang:0.5.9,sglang:0.5.23,vllm:0.33",
         "n_samples": 4, "device": "cpu", "output_dir": str(tmp_path)})
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["notebook"] == "03_hidden_state_shapes"
@@ -25,5 +29,18 @@ def test_notebook_03_separates_trained_from_single_layer(tmp_path):
     assert rows["trained"]["fc_applied"] and rows["trained"]["width"] == 192
     assert rows["single_layer"]["fc_applied"] is False and rows["single_layer"]["width"] == 64
     assert rows["single_layer"]["accuracy"] <= 0.5 * rows["trained"]["accuracy"]
+    assert rows["trained"]["feature_cosine"] == pytest.approx(1.0, abs=1e-5)
+    assert rows["single_layer"]["aux_cosine"] is None
+    assert len(rows["layers_plus_one"]["aux_cosine"]) == 3
+    assert summary["trained_layer_ids"] == [2, 4, 5]
+    assert len(summary["layer_similarity"]) == summary["num_layers"] + 1 == 9
+    assert {(f["code"], f["engine"]) for f in summary["findings"]} == {
+        ("HIDDEN_COLLAPSES", "sglang==0.5.9")}
+    merged = merge_findings([Step("03_hidden_state_shapes", NB03, {}, summary=summary)])
+    assert [(f["code"], f["notebooks"]) for f in merged] == [
+        ("HIDDEN_COLLAPSES", ["03_hidden_state_shapes"])]
+    assert "sglang==0.5.9" in merged[0]["todo"] and merged[0]["meaning"]
     html = render_html(executed, tmp_path / "03.html").read_text()
     assert "plotly" in html and "First-step draft accuracy" in html
+    assert "How alike are the target" in html  # the layer-similarity heatmap's section
+    assert "HIDDEN_COLLAPSES" in html and "feature cos" in html

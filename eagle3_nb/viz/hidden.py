@@ -22,14 +22,19 @@ def wirings_html(data: dict[str, Any], display: bool = False) -> str:
                       cell(esc(w["layer_ids"]) if w["layer_ids"] else muted("–")),
                       cell(fmt_num(r["width"]), align="right"),
                       cell(esc(fc), colors=AMBER if r["fc_applied"] is False else None),
+                      cell(fmt_num(r.get("feature_cosine"), 3), align="right"),
                       cell(acc, align="right", colors=RED if r["error"] else None),
                       cell(muted(w["note"]))], RED[1] if bad else None))
-    body = table(["wiring", "source", "hidden_states", "width", "fc", "first-step acc", "why"], rows)
+    body = table(["wiring", "source", "hidden_states", "width", "fc", "feature cos",
+                  "first-step acc", "why"], rows)
     sub = (f"draft hidden_size {data['hidden_size']}, trained on width {data['trained_width']}; "
            f"{data['n_samples']} held-out prompts on {esc(data['device'])}")
     return show(panel("What reaches the draft, and does it still predict the target?", body,
                       sub) + note("first-step accuracy: the draft's first token vs the target's "
-                                  "greedy token at that position (the seed's training-data test)"),
+                                  "greedy token at that position (the seed's training-data test). "
+                                  "feature cos: cosine of what reaches the decoder layer (fc's "
+                                  "output, or the raw state where fc is skipped) to what it is "
+                                  "as trained, on the same target pass"),
                 display)
 
 
@@ -61,3 +66,43 @@ def accuracy_figure(data: dict[str, Any]):
     fig.update_layout(title="First-step draft accuracy per wiring", yaxis_title="accuracy",
                       yaxis_range=[0, 1], height=360, margin=dict(l=50, r=20, t=50, b=80))
     return fig
+
+
+def layer_similarity_figure(data: dict[str, Any]):
+    """How alike the target's hidden_states are (cosine, mean over positions; index L is the
+    pre-final-norm state). Squares on the diagonal: the layers the draft was trained on; a
+    marker at (trained, captured): what an engine feeds that aux slot instead, on the cell that
+    says how alike the two are."""
+    import plotly.graph_objects as go
+
+    sim = data["layer_similarity"]
+    idx = list(range(len(sim)))
+    fig = go.Figure(go.Heatmap(
+        z=sim, x=idx, y=idx, zmin=min(0.0, min(map(min, sim))), zmax=1, colorscale="Viridis",
+        colorbar=dict(title="cosine"), texttemplate="%{z:.2f}" if len(sim) <= 16 else None,
+        hovertemplate="hidden_states[%{y}] vs [%{x}]: cosine %{z:.3f}<extra></extra>"))
+    trained = data.get("trained_layer_ids") or []
+    fig.add_trace(go.Scatter(x=trained, y=trained, mode="markers", name="trained on",
+                             marker=dict(symbol="square-open", size=22, color="#111111",
+                                         line=dict(width=3))))
+    for ids, engines in _engine_layer_sets(data).items():
+        pairs = list(zip(trained, ids))
+        fig.add_trace(go.Scatter(x=[s for _, s in pairs], y=[t for t, _ in pairs],
+                                 mode="markers", name=", ".join(engines),
+                                 marker=dict(symbol="x", size=12, line=dict(width=1))))
+    fig.update_layout(title="How alike are the target's layers? (cosine of hidden_states)",
+                      height=200 + 28 * len(sim), margin=dict(l=60, r=20, t=50, b=60),
+                      legend=dict(orientation="h", y=-0.15))
+    fig.update_xaxes(title_text="hidden_states index (captured)", dtick=1)
+    fig.update_yaxes(title_text="hidden_states index (trained)", dtick=1, autorange="reversed")
+    return fig
+
+
+def _engine_layer_sets(data: dict[str, Any]) -> dict[tuple[int, ...], list[str]]:
+    """Captured layer ids -> the engine wirings that capture them (concatenations only)."""
+    sets: dict[tuple[int, ...], list[str]] = {}
+    for r in data["wirings"]:
+        w = r["wiring"]
+        if "==" in w["name"] and w["hidden_source"] == "concat" and w["layer_ids"]:
+            sets.setdefault(tuple(w["layer_ids"]), []).append(w["name"])
+    return sets
