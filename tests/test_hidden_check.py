@@ -270,3 +270,13 @@ def test_layer_similarity_figure_marks_trained_and_captured_layers(good):
     assert [e.name for e in engines] == ["sglang==0.5.9, sglang==0.5.23, vllm==0.33"]
     assert list(engines[0].x) == list(engines[0].y) == [2, 4, 5]
     assert "feature cos" in vh.wirings_html(good)
+
+
+def test_accuracy_figure_paints_every_collapse_red():
+    from eagle3_nb.viz import hidden as vh
+
+    rows = [_row("trained", 0.6), _row("sglang==0.5.9", 0.3), _row("vllm==0.33", 0.31),
+            _row("single_layer", 0.5, fc_applied=False), _row("sglang==0.5.4", None, error="x")]
+    bars = vh.accuracy_figure({"wirings": rows}).data[0]
+    red = [n for n, c in zip(bars.x, bars.marker.color) if c == "#b42318"]
+    assert red == ["sglang==0.5.9", "single_layer", "sglang==0.5.4"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..hidden_findings import COLLAPSE_FRACTION
 from .html import (AMBER, GREEN, RED, badge, cell, code, esc, fmt_num, fmt_shape, muted, note,
                    panel, show, table)
 
@@ -59,13 +60,22 @@ def accuracy_figure(data: dict[str, Any]):
 
     names = [r["wiring"]["name"] for r in data["wirings"]]
     acc = [r["accuracy"] if r["accuracy"] is not None else 0.0 for r in data["wirings"]]
-    colors = ["#b42318" if r["error"] or r["fc_applied"] is False else "#175cd3"
-              for r in data["wirings"]]
+    trained = next((r["accuracy"] for r in data["wirings"] if r["wiring"]["name"] == "trained"),
+                   None)
+    colors = ["#b42318" if _collapsed(r, trained) else "#175cd3" for r in data["wirings"]]
     fig = go.Figure(go.Bar(x=names, y=acc, marker_color=colors,
                            hovertext=[r["error"] or "" for r in data["wirings"]]))
     fig.update_layout(title="First-step draft accuracy per wiring", yaxis_title="accuracy",
                       yaxis_range=[0, 1], height=360, margin=dict(l=50, r=20, t=50, b=80))
     return fig
+
+
+def _collapsed(row: dict[str, Any], trained: float | None) -> bool:
+    """A crash, fc skipped, or at most half the trained wiring's accuracy (the collapse rule of
+    hidden_findings)."""
+    if row["error"] or row["fc_applied"] is False:
+        return True
+    return bool(trained) and row["accuracy"] <= COLLAPSE_FRACTION * trained
 
 
 def layer_similarity_figure(data: dict[str, Any]):
