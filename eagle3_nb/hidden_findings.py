@@ -22,6 +22,8 @@ OFF_BY_ONE_RANGE = ("How much a shifted layer costs depends on how alike the tar
 
 
 def hidden_findings(data: dict[str, Any]) -> list[Finding]:
+    """Messages name no engine (the finding's engine field does), so the report shows one row
+    for the engines that fail alike."""
     rows = data.get("wirings", [])
     trained = next((r for r in rows if r["wiring"]["name"] == "trained"), None)
     if trained is None or not trained.get("accuracy"):
@@ -38,12 +40,12 @@ def _collapses(row: dict[str, Any], trained: dict[str, Any]) -> list[Finding]:
     engine, base = row["wiring"]["name"], trained["accuracy"]
     if row["error"]:
         return [Finding("HIDDEN_COLLAPSES", ERROR,
-                        f"served as {engine} would, the draft's run crashes: {row['error']}",
+                        f"served as the engine would, the draft's run crashes: {row['error']}",
                         {"error": row["error"], "trained_accuracy": base}, engine=engine)]
     if row["accuracy"] > COLLAPSE_FRACTION * base:
         return []
     return [Finding("HIDDEN_COLLAPSES", ERROR,
-                    f"served as {engine} would, the draft's first-step accuracy is "
+                    f"served as the engine would, the draft's first-step accuracy is "
                     f"{row['accuracy']:.2f} against {base:.2f} as trained{_cause(row)}",
                     {"accuracy": row["accuracy"], "trained_accuracy": base,
                      "feature_cosine": row.get("feature_cosine"), "fc_applied": row["fc_applied"],
@@ -74,7 +76,7 @@ def _layers_differ(row: dict[str, Any], trained: dict[str, Any],
     cosines = "; ".join(f"hidden_states[{t}] vs [{s}]: cosine {c:.2f}" for t, s, c in pairs)
     drop = trained["accuracy"] - row["accuracy"]
     return [Finding("HIDDEN_LAYERS_DIFFER", WARNING,
-                    f"{row['wiring']['name']} captures hidden_states {served_ids} where the draft "
+                    f"the engine captures hidden_states {served_ids} where the draft "
                     f"was trained on {trained_ids}: first-step accuracy {row['accuracy']:.2f} "
                     f"against {trained['accuracy']:.2f} as trained ({_change(drop)}); "
                     f"{cosines or 'layer similarity not measured'}. {OFF_BY_ONE_RANGE}",

@@ -280,3 +280,12 @@ def test_accuracy_figure_paints_every_collapse_red():
     bars = vh.accuracy_figure({"wirings": rows}).data[0]
     red = [n for n, c in zip(bars.x, bars.marker.color) if c == "#b42318"]
     assert red == ["sglang==0.5.9", "single_layer", "sglang==0.5.4"]
+
+
+def test_engines_failing_alike_share_one_message():
+    """The report groups findings by message: the engine belongs in the engine field only."""
+    found = hidden_findings({"wirings": [_row("trained", 0.6), _row("sglang==0.5.4", 0.01),
+                                         _row("sglang==0.5.9", 0.01)],
+                             "layer_similarity": [[1.0] * 9] * 9})
+    assert {f.engine for f in found} == {"sglang==0.5.4", "sglang==0.5.9"}
+    assert len({f.message for f in found}) == 1 and "sglang" not in found[0].message
