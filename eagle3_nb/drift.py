@@ -100,24 +100,46 @@ def feature_drift(draft, out: TargetOutput | Sequence[TargetOutput], served: Wir
 
 
 def _drift_one(draft, engine, out: TargetOutput, served: Wiring, trained: Wiring):
-    ref, _ = _project(draft, out, trained)
-    got, applied = _project(engine, out, served)
-    return mean_cosine(got, ref, out.attention_mask), aux_cosine(out, served, trained), applied
+    return features_drift(draft, engine, draft_features(out, served), draft_features(out, trained),
+                          served, trained, out.attention_mask)
 
 
-def _project(draft, out: TargetOutput, wiring: Wiring) -> tuple[torch.Tensor, bool]:
+def features_drift(draft, engine, served_feats: torch.Tensor, trained_feats: torch.Tensor,
+                   served: Wiring, trained: Wiring, mask: torch.Tensor | None = None):
+    """(feature cosine, per-slot aux cosines or None, fc applied) from the two wirings' features
+    on the same positions (a target pass, or a hidden-state dump)."""
+    ref, _ = _project(draft, trained_feats, trained)
+    got, applied = _project(engine, served_feats, served)
+    return (mean_cosine(got, ref, mask), slot_cosines(served_feats, trained_feats, served, trained,
+                                                      mask), applied)
+
+
+def _project(draft, feats: torch.Tensor, wiring: Wiring) -> tuple[torch.Tensor, bool]:
     weight = draft.fc.weight
-    return draft.project(draft_features(out, wiring).to(weight.device, weight.dtype), wiring)
+    return draft.project(feats.to(weight.device, weight.dtype), wiring)
 
 
-def aux_cosine(out: TargetOutput, served: Wiring, trained: Wiring) -> list[float] | None:
+def _same_concat(served: Wiring, trained: Wiring) -> bool:
+    both_concat = served.hidden_source == trained.hidden_source == "concat"
+    return bool(both_concat and served.layer_ids and trained.layer_ids
+                and len(served.layer_ids) == len(trained.layer_ids))
+
+
+def slot_cosines(served_feats: torch.Tensor, trained_feats: torch.Tensor, served: Wiring,
+                 trained: Wiring, mask: torch.Tensor | None = None) -> list[float] | None:
     """Per aux slot (the wiring's own order, as draft_features concatenates), the cosine of the
     served captured state against the trained one; None unless both wirings concatenate the
     same number of layers."""
-    both_concat = served.hidden_source == trained.hidden_source == "concat"
-    if not (both_concat and served.layer_ids and trained.layer_ids
-            and len(served.layer_ids) == len(trained.layer_ids)):
+    if not _same_concat(served, trained):
         return None
-    return [mean_cosine(out.state(s, final="pre_norm"), out.state(t, final="pre_norm"),
-                        out.attention_mask)
-            for s, t in zip(served.layer_ids, trained.layer_ids)]
+    n = len(served.layer_ids)
+    return [mean_cosine(a, b, mask) for a, b in zip(served_feats.chunk(n, -1),
+                                                    trained_feats.chunk(n, -1))]
+
+
+def aux_cosine(out: TargetOutput, served: Wiring, trained: Wiring) -> list[float] | None:
+    """slot_cosines on one target pass."""
+    if not _same_concat(served, trained):
+        return None
+    return slot_cosines(draft_features(out, served), draft_features(out, trained), served,
+                        trained, out.attention_mask)

@@ -47,10 +47,22 @@ def read_prompts(path: str | Path, target, limit: int | None = None) -> list[tor
     return rows
 
 
-def check_hidden_states(checkpoint: str | Path, target: str | Path, prompts: str | Path,
-                        engines: list[str] | None = None, n_samples: int = 8,
-                        device: str | None = None,
-                        wirings: tuple[str, ...] = DEFAULT_WIRINGS) -> dict[str, Any]:
+def check_hidden_states(checkpoint: str | Path, target: str | Path | None = None,
+                        prompts: str | Path | None = None, engines: list[str] | None = None,
+                        n_samples: int = 8, device: str | None = None,
+                        wirings: tuple[str, ...] = DEFAULT_WIRINGS,
+                        hidden_states: str | Path | None = None,
+                        dump_layer_ids=None) -> dict[str, Any]:
+    """On the live target (prompts run through it), or on hidden-state dumps (hidden_states;
+    the target then only lends its config and embeddings: hidden_dumps.check_dumps)."""
+    if hidden_states:
+        from .hidden_dumps import check_dumps
+        return check_dumps(checkpoint, hidden_states, engines, n_samples, device, wirings, target,
+                           dump_layer_ids)
+    if not target or not prompts:
+        raise Eagle3NbError("no target (with prompts) and no hidden-state dumps",
+                            "target / hidden_states",
+                            "give the target model directory, or the engine's dumps")
     from .drift import mean_layer_similarity
     from .hidden_findings import hidden_findings
     from .inspection import load_target_info

@@ -32,6 +32,8 @@ def hidden_findings(data: dict[str, Any]) -> list[Finding]:
     for row in rows:
         if "==" not in row["wiring"]["name"] or row["wiring"]["engine_error"]:
             continue  # not an engine profile (NAME==VERSION); a refusal is 01's LOAD_ERROR
+        if row["accuracy"] is None and not row["error"]:
+            continue  # not measured (a dump without the layers it captures)
         out += _collapses(row, trained) + _layers_differ(row, trained, data.get("layer_similarity"))
     return out
 

@@ -76,3 +76,22 @@ def table_rows(html: str) -> list[list[tuple[str, str, str]]]:
     parser = _TableRows()
     parser.feed(html)
     return parser.rows
+
+
+def write_dumps(directory: Path, layers=(2, 4, 5, 8), n: int = 4, target=None) -> Path:
+    """Speculators hs_*.safetensors dumps of the bundled target's held-out prompts, as vLLM's
+    extract_hidden_states writes them (default capture [2, L//2, L-3, L], the last is L)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from eagle3_nb.hidden_check import read_prompts
+    from eagle3_nb.target import TargetModel
+
+    target = target or TargetModel.load(SAMPLES / "target")
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, prompt in enumerate(read_prompts(SAMPLES / "prompts.jsonl", target, n)):
+        out = target.forward_hidden(prompt)
+        states = torch.stack([out.state(k, final="pre_norm") for k in layers], 1)
+        save_file({"hidden_states": states.contiguous(), "token_ids": prompt.contiguous()},
+                  str(directory / f"hs_{i}.safetensors"))
+    return directory

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from conftest import DRAFTS, SAMPLES
+from conftest import DRAFTS, SAMPLES, write_dumps
 from eagle3_nb.acceptance import simulate
 from eagle3_nb.features import draft_features
 from eagle3_nb.hidden_check import read_prompts
@@ -196,14 +196,7 @@ def test_accept_on_speculators_dumps_is_teacher_forced_and_labelled(run_cli, tmp
     bundled target: the trained wiring scores well, the single last state does not."""
     import json
 
-    from safetensors.torch import save_file
-
-    _, target = models
-    for i, prompt in enumerate(read_prompts(SAMPLES / "prompts.jsonl", target, 3)):
-        out = target.forward_hidden(prompt)
-        states = torch.stack([out.state(k, final="pre_norm") for k in (2, 4, 5, 8)], 1)
-        save_file({"hidden_states": states.contiguous(), "token_ids": prompt.contiguous()},
-                  str(tmp_path / f"hs_{i}.safetensors"))
+    write_dumps(tmp_path, n=3, target=models[1])
     runs = {}
     for wiring in ("trained", "single_layer"):
         rc, out, err = run_cli("accept", DRAFTS / "good", "--hidden-states", tmp_path,

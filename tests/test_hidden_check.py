@@ -5,7 +5,7 @@ this target's adjacent layers are alike; and the drift measures on hand-built st
 import pytest
 import torch
 
-from conftest import DRAFTS, SAMPLES
+from conftest import DRAFTS, SAMPLES, write_dumps
 from eagle3_nb.drift import (aux_cosine, feature_drift, layer_similarity, mean_cosine,
                              mean_layer_similarity, weighted_mean)
 from eagle3_nb.hidden_check import check_hidden_states
@@ -289,3 +289,70 @@ def test_engines_failing_alike_share_one_message():
                              "layer_similarity": [[1.0] * 9] * 9})
     assert {f.engine for f in found} == {"sglang==0.5.4", "sglang==0.5.9"}
     assert len({f.message for f in found}) == 1 and "sglang" not in found[0].message
+
+
+# ----------------------------------------------------------------------------- on dumps
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+    return write_dumps(tmp_path_factory.mktemp("dumps"))
+
+
+def on_dumps(draft, dumps, **kwargs):
+    return check_hidden_states(DRAFTS / draft, TARGET, hidden_states=dumps, n_samples=4,
+                               device="cpu", **kwargs)
+
+
+def test_dumps_answer_like_the_live_target(dumps):
+    """Teacher-forced against the recorded tokens (labelled), the same separation: the trained
+    wiring and the engines that capture its layers predict, the single last state collapses, a
+    wiring needing layers the dump lacks gets no number and no finding."""
+    data = on_dumps("good", dumps, engines=["sglang==0.5.23", "vllm==0.33"])
+    assert data["source"] == "dumps" and "teacher-forced" in data["reference"]
+    assert data["dump_layer_ids"] == [2, 4, 5] and data["layer_similarity"] is None
+    w = by_name(data)
+    assert w["trained"]["fc_applied"] and w["trained"]["accuracy"] >= 0.25
+    assert w["trained"]["feature_cosine"] == pytest.approx(1.0, abs=1e-5)
+    for engine in ("sglang==0.5.23", "vllm==0.33"):
+        assert w[engine]["accuracy"] == pytest.approx(w["trained"]["accuracy"])
+    single = w["single_layer"]
+    assert single["fc_applied"] is False and single["accuracy"] <= 0.5 * w["trained"]["accuracy"]
+    plus = w["layers_plus_one"]
+    assert plus["accuracy"] is None and plus["error"] is None
+    assert "the dump holds [2, 4, 5]" in plus["unmeasured"]
+    assert data["findings"] == []
+
+
+def test_dumps_show_the_engine_that_drops_the_layer(dumps):
+    data = on_dumps("layers0-flat", dumps, engines=["sglang==0.5.9", "sglang==0.5.23"])
+    w = by_name(data)
+    assert w["sglang==0.5.9"]["accuracy"] <= 0.5 * w["trained"]["accuracy"]
+    assert w["sglang==0.5.9"]["feature_cosine"] == pytest.approx(1.0, abs=1e-5)
+    assert {(f["code"], f["engine"]) for f in data["findings"]} == {
+        ("HIDDEN_COLLAPSES", "sglang==0.5.9")}
+
+
+def test_dumps_with_more_layers_serve_other_wirings(tmp_path, dumps):
+    """Told which layers a dump holds, each wiring reads its own slots: the trained slice equals
+    a dump of exactly the trained layers, and one layer deeper is measured, and is worse."""
+    wide = write_dumps(tmp_path / "wide", layers=(2, 3, 4, 5, 6, 8))
+    data = on_dumps("good", wide, engines=["vllm==0.33"], dump_layer_ids="2,3,4,5,6,8")
+    exact = by_name(on_dumps("good", dumps, engines=["vllm==0.33"]))
+    w = by_name(data)
+    assert data["dump_layer_ids"] == [2, 3, 4, 5, 6]
+    assert w["trained"]["accuracy"] == pytest.approx(exact["trained"]["accuracy"])
+    assert w["trained"]["width"] == 192
+    plus = w["layers_plus_one"]
+    assert plus["accuracy"] is not None and plus["accuracy"] < w["trained"]["accuracy"]
+    assert len(plus["aux_cosine"]) == 3 and all(c < 1 for c in plus["aux_cosine"])
+
+
+def test_dumps_bad_input_is_a_clear_error(tmp_path, dumps):
+    from eagle3_nb.errors import Eagle3NbError
+
+    with pytest.raises(Eagle3NbError, match="embed_tokens"):   # no embeddings, no target
+        check_hidden_states(DRAFTS / "good", hidden_states=dumps, device="cpu")
+    with pytest.raises(Eagle3NbError, match="not integers"):
+        on_dumps("good", dumps, dump_layer_ids="2,four")
+    with pytest.raises(Eagle3NbError, match="no target"):
+        check_hidden_states(DRAFTS / "good")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import DRAFTS, REPO, SAMPLES
+from conftest import DRAFTS, REPO, SAMPLES, write_dumps
 from eagle3_nb.report import render_html, run_notebook
 from eagle3_nb.triage import Step, merge_findings
 
@@ -44,3 +44,20 @@ def test_notebook_03_separates_trained_from_single_layer(tmp_path):
     assert "plotly" in html and "First-step draft accuracy" in html
     assert "How alike are the target" in html  # the layer-similarity heatmap's section
     assert "HIDDEN_COLLAPSES" in html and "feature cos" in html
+
+
+def test_notebook_03_on_dumps_without_a_target(tmp_path):
+    """A target too big to run: the engine's dumps alone (the draft brings its embeddings)."""
+    dumps = write_dumps(tmp_path / "dumps", n=3)
+    executed = run_notebook(NB03, tmp_path, {
+        "checkpoint": str(DRAFTS / "good-speculators"), "target": "", "hidden_states": str(dumps),
+        "engine": "vllm:0.33,sglang:0.5.23", "n_samples": 3, "device": "cpu",
+        "output_dir": str(tmp_path)})
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["source"] == "dumps" and summary["n_samples"] == 3
+    rows = {r["wiring"]["name"]: r for r in summary["wirings"]}
+    assert rows["vllm==0.33"]["accuracy"] == pytest.approx(rows["trained"]["accuracy"])
+    assert rows["sglang==0.5.23"]["error"]            # SGLang cannot load a speculators config
+    assert summary["findings"] == []                  # a refusal to load is notebook 01's
+    html = render_html(executed, tmp_path / "03.html").read_text()
+    assert "hidden-state dumps" in html and "Not measured" in html

@@ -16,7 +16,8 @@ def wirings_html(data: dict[str, Any], display: bool = False) -> str:
     rows = []
     for r in data["wirings"]:
         w = r["wiring"]
-        acc = ("crashes: " + esc(r["error"])) if r["error"] else fmt_num(r["accuracy"], 3)
+        acc = (("crashes: " + esc(r["error"])) if r["error"] else
+               muted(esc(r["unmeasured"])) if r.get("unmeasured") else fmt_num(r["accuracy"], 3))
         fc = {True: "applied", False: "SKIPPED", None: "–"}[r["fc_applied"]]
         bad = r["error"] or r["fc_applied"] is False or r["width"] != data["trained_width"]
         rows.append(([cell(code(w["name"])), cell(esc(w["hidden_source"])),
@@ -28,8 +29,11 @@ def wirings_html(data: dict[str, Any], display: bool = False) -> str:
                       cell(muted(w["note"]))], RED[1] if bad else None))
     body = table(["wiring", "source", "hidden_states", "width", "fc", "feature cos",
                   "first-step acc", "why"], rows)
+    inputs = (f"{data['n_samples']} hidden-state dumps, accuracy against the "
+              f"{data['reference']}" if data.get("source") == "dumps"
+              else f"{data['n_samples']} held-out prompts")
     sub = (f"draft hidden_size {data['hidden_size']}, trained on width {data['trained_width']}; "
-           f"{data['n_samples']} held-out prompts on {esc(data['device'])}")
+           f"{inputs} on {esc(data['device'])}")
     return show(panel("What reaches the draft, and does it still predict the target?", body,
                       sub) + note("first-step accuracy: the draft's first token vs the target's "
                                   "greedy token at that position (the seed's training-data test). "
@@ -46,6 +50,8 @@ def trace_html(data: dict[str, Any], wiring: str, display: bool = False) -> str:
     if row["error"]:
         return show(panel(f"Shape trace: {esc(wiring)}", badge("crashes", RED) + " " +
                           esc(row["error"])), display)
+    if row.get("unmeasured"):
+        return show(panel(f"Shape trace: {esc(wiring)}", muted(esc(row["unmeasured"]))), display)
     rows = [([cell(code(t["module"])), cell(esc(" ".join(fmt_shape(s) for s in t["inputs"]))),
               cell(fmt_shape(t["output"])), cell(fmt_num(t["expected_in"]), align="right"),
               cell(badge(t["status"], STATUS_COLORS[t["status"]])), cell(muted(t["note"]))],
@@ -75,7 +81,8 @@ def _collapsed(row: dict[str, Any], trained: float | None) -> bool:
     hidden_findings)."""
     if row["error"] or row["fc_applied"] is False:
         return True
-    return bool(trained) and row["accuracy"] <= COLLAPSE_FRACTION * trained
+    measured = row["accuracy"] is not None
+    return bool(trained) and measured and row["accuracy"] <= COLLAPSE_FRACTION * trained
 
 
 def layer_similarity_figure(data: dict[str, Any]):
@@ -86,6 +93,9 @@ def layer_similarity_figure(data: dict[str, Any]):
     import plotly.graph_objects as go
 
     sim = data["layer_similarity"]
+    if sim is None:
+        return _not_measured("How alike are the target's layers? Not measured: a dump holds only "
+                             "the captured layers (run with the live target)")
     idx = list(range(len(sim)))
     fig = go.Figure(go.Heatmap(
         z=sim, x=idx, y=idx, zmin=min(0.0, min(map(min, sim))), zmax=1, colorscale="Viridis",
@@ -105,6 +115,15 @@ def layer_similarity_figure(data: dict[str, Any]):
                       legend=dict(orientation="h", y=-0.15))
     fig.update_xaxes(title_text="hidden_states index (captured)", dtick=1)
     fig.update_yaxes(title_text="hidden_states index (trained)", dtick=1, autorange="reversed")
+    return fig
+
+
+def _not_measured(title: str):
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    fig.update_layout(title=title, height=120, margin=dict(l=20, r=20, t=50, b=10),
+                      xaxis_visible=False, yaxis_visible=False)
     return fig
 
 

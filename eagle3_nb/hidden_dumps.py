@@ -1,0 +1,151 @@
+"""Notebook 03's question on hidden-state dumps instead of a live target (a target too big for
+one machine: speculators `hs_*.safetensors`, SpecForge `.ckpt`).
+
+A dump holds the layers that were captured when it was written; for an offline-trained draft,
+that is its training data. So `trained` reads the dump's aux concat, `single_layer` its last
+state, `embeddings_only` zeros, and every other wiring (an engine's, `layers_plus_one`) reads the
+slots of the dump that hold the layers it captures. A wiring that captures layers the dump does
+not hold gets no number: it needs the live target. With no target head there is no greedy
+reference: first-step accuracy is teacher-forced against the recorded tokens, and says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .errors import Eagle3NbError
+from .wiring import Wiring
+
+REFERENCE = "recorded tokens (teacher-forced)"
+
+
+class NotInDump(Eagle3NbError):
+    """The wiring reads layers the dump does not hold: no number, and no finding."""
+
+
+@torch.no_grad()
+def check_dumps(checkpoint: str | Path, hidden_states: str | Path, engines: list[str] | None,
+                n_samples: int, device: str | None, wirings: tuple[str, ...],
+                target: str | Path | None = None, dump_layer_ids=None) -> dict[str, Any]:
+    """The same answer as hidden_check.check_hidden_states, from dumps. `target` (optional) is
+    a local target directory: its config gives the layer count (so default aux ids resolve) and
+    its embed_tokens stand in for a draft without its own, as the engines share them.
+    dump_layer_ids: the layers the dump captured, in file order (speculators: its last, loss
+    layer included), as a list or "2,4,5,8"; unknown, the dump is taken to hold the trained
+    layers."""
+    from .checkpoint import Checkpoint
+    from .config import parse_config
+    from .engines import resolve_engines
+    from .hidden_check import pick_device
+    from .hidden_findings import hidden_findings
+    from .findings import sort_findings
+    from .inspection import load_target_info
+    from .model import load_draft
+    from .target import read_dump
+    from .wiring import wiring_presets
+
+    dev, dtype = pick_device(device)
+    ckpt = Checkpoint.open(checkpoint)
+    cfg = parse_config(ckpt.config_raw, str(ckpt.path / "config.json"))
+    info = load_target_info(target) if target else None
+    profiles = resolve_engines(engines)
+    presets = wiring_presets(cfg, {n: t.shape for n, t in ckpt.tensors.items()}, info, profiles)
+    chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in profiles]
+    draft = load_draft(checkpoint, dev, dtype, embed_from=target)
+    ids = parse_layer_ids(dump_layer_ids)
+    samples = read_dump(hidden_states, **({"layer_ids": ids} if ids else {}))
+    samples = (samples if isinstance(samples, list) else [samples])[:n_samples]
+    trained = presets["trained"]
+    rows = [_evaluate(draft, samples, w, trained) for w in chosen]
+    data = {"checkpoint": str(ckpt.path), "target": str(target) if target else None,
+            "hidden_states": str(hidden_states), "source": "dumps", "reference": REFERENCE,
+            "device": str(dev), "dtype": str(dtype).replace("torch.", ""),
+            "n_samples": len(samples), "hidden_size": cfg.H, "trained_width": draft.fc.in_features,
+            "num_layers": info.num_hidden_layers if info else None, "wirings": rows,
+            "dump_layer_ids": held_layers(samples[0], trained),
+            "trained_layer_ids": list(trained.layer_ids or ()) or None, "layer_similarity": None}
+    data["findings"] = [f.to_json() for f in sort_findings(hidden_findings(data))]
+    return data
+
+
+def parse_layer_ids(value) -> list[int] | None:
+    """None, "", a list of ints, or "2,4,5,8" -> a list (or None)."""
+    if value in (None, "", []):
+        return None
+    if isinstance(value, str):
+        try:
+            return [int(v) for v in value.replace(" ", "").split(",") if v]
+        except ValueError:
+            raise Eagle3NbError(f"layer ids {value!r} are not integers", "dump_layer_ids",
+                                "write them comma-separated, e.g. 2,4,5,8") from None
+    return [int(v) for v in value]
+
+
+def held_layers(sample, trained: Wiring) -> list[int] | None:
+    """The aux layers the dump holds: as recorded, else (an offline draft's own training data)
+    the ones the draft was trained on."""
+    ids = sample.layer_ids or trained.layer_ids
+    return list(ids) if ids else None
+
+
+def dump_features(sample, wiring: Wiring, held: list[int] | None, width: int) -> torch.Tensor:
+    """[T, W]: what `wiring` feeds the draft, read from the dump; `width` is one layer's."""
+    aux = sample.aux_hidden_states
+    if wiring.hidden_source == "zeros":
+        return torch.zeros_like(aux)
+    if wiring.hidden_source == "final_norm":
+        if sample.last_hidden_state is None:
+            raise NotInDump("the dump has no last hidden state", str(sample.source),
+                            "dump the last layer too (speculators does by default)")
+        return sample.last_hidden_state
+    wanted = list(wiring.layer_ids) if wiring.layer_ids else held
+    if wanted == held:
+        slots = list(range(aux.shape[-1] // width))
+    elif held and all(i in held for i in wanted):
+        slots = [held.index(i) for i in wanted]
+    else:
+        raise NotInDump(f"captures hidden_states {wanted}; the dump holds {held}",
+                        str(sample.source), "run notebook 03 with the live target (--target)")
+    if wiring.hidden_source.startswith("aux:"):
+        slots = [slots[int(wiring.hidden_source.split(":", 1)[1])]]
+    return torch.cat([aux[:, s * width:(s + 1) * width] for s in slots], -1)
+
+
+def _evaluate(draft, samples, wiring: Wiring, trained: Wiring) -> dict[str, Any]:
+    from .drift import features_drift, weighted_mean
+    from .features import first_step_accuracy_on_dump
+    from .model import as_engine_leaves
+    from .trace import trace_shapes
+
+    row: dict[str, Any] = {"wiring": wiring.to_json()}
+    held, width = held_layers(samples[0], trained), draft.cfg.Ht
+    try:
+        if wiring.engine_error:
+            raise Eagle3NbError(f"{wiring.name} does not serve this draft: {wiring.engine_error}")
+        served = as_engine_leaves(draft, wiring)
+        feats = [dump_features(s, wiring, held, width) for s in samples]
+        ids = samples[0].token_ids.reshape(-1).to(draft.fc.weight.device)
+        trace = trace_shapes(served, ids[1:][None], feats[0][:-1][None].to(ids.device), wiring)
+        row.update(width=trace.hidden_width, fc_applied=trace.fc_applied,
+                   trace=[r.to_json() for r in trace.rows])
+        accs = [first_step_accuracy_on_dump(served, s, wiring, f) for s, f in zip(samples, feats)]
+        base = [dump_features(s, trained, held, width) for s in samples]
+        drift = [features_drift(draft, served, f, b, wiring, trained) for f, b in zip(feats, base)]
+        weights = [len(s) for s in samples]
+        n, correct = sum(a.n for a in accs), sum(a.correct for a in accs)
+        row.update(n=n, correct=correct, accuracy=correct / n if n else 0.0, error=None,
+                   feature_cosine=weighted_mean([d[0] for d in drift], weights),
+                   aux_cosine=weighted_mean([d[1] for d in drift], weights))
+    except NotInDump as exc:
+        row.update(_no_number(), error=None, unmeasured=f"{exc.what}: needs the live target")
+    except Eagle3NbError as exc:  # the engine would crash here: say so instead of a number
+        row.update(_no_number(), error=exc.one_line())
+    return row
+
+
+def _no_number() -> dict[str, Any]:
+    return {"width": None, "fc_applied": None, "trace": [], "n": 0, "correct": 0,
+            "accuracy": None, "feature_cosine": None, "aux_cosine": None}
