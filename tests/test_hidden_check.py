@@ -356,3 +356,22 @@ def test_dumps_bad_input_is_a_clear_error(tmp_path, dumps):
         on_dumps("good", dumps, dump_layer_ids="2,four")
     with pytest.raises(Eagle3NbError, match="no target"):
         check_hidden_states(DRAFTS / "good")
+
+
+def test_data_path_marks_the_mismatch_the_skip_and_unloaded_weights(good):
+    from eagle3_nb.viz import hidden as vh
+
+    w = by_name(good)
+    trained = vh.data_path_stages(w["trained"]["trace"])
+    assert [s["name"] for s in trained] == ["target state", "fc", "layer 0", "norm", "lm_head"]
+    assert {s["status"] for s in trained} == {"ok"}
+    assert trained[1]["in"] == 192 and trained[1]["out"] == 64 and trained[-1]["out"] == 256
+    single = {s["name"]: s for s in vh.data_path_stages(w["single_layer"]["trace"])}
+    assert single["target state"]["status"] == "mismatch" and single["target state"]["in"] == 64
+    assert single["fc"]["status"] == "skipped" and "skips fc" in single["fc"]["notes"][0]
+    unloaded = vh.data_path_stages(w["trained"]["trace"], ["layers.0.mlp.up_proj.weight"])
+    assert [s["status"] for s in unloaded] == ["ok", "ok", "unloaded", "ok", "ok"]
+    fig = vh.data_path_figure(good)           # default: trained, then paths that differ
+    assert [t.name for t in fig.data] == ["trained", "single_layer"]
+    assert list(fig.data[1].marker.color[:2]) == [vh.STAGE_COLORS["mismatch"],
+                                                  vh.STAGE_COLORS["skipped"]]

@@ -43,6 +43,7 @@ def test_notebook_03_separates_trained_from_single_layer(tmp_path):
     html = render_html(executed, tmp_path / "03.html").read_text()
     assert "plotly" in html and "First-step draft accuracy" in html
     assert "How alike are the target" in html  # the layer-similarity heatmap's section
+    assert "Data path per wiring" in html and "unloaded" in html  # sglang==0.5.9's layer 0
     assert "HIDDEN_COLLAPSES" in html and "feature cos" in html
 
 

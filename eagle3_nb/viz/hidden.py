@@ -61,6 +61,83 @@ def trace_html(data: dict[str, Any], wiring: str, display: bool = False) -> str:
     return show(panel(f"Shape trace: {esc(wiring)}", body), display)
 
 
+STAGE_COLORS = {"ok": GREEN[0], "mismatch": RED[0], "skipped": AMBER[0], "unloaded": "#7a271a"}
+
+
+def _stage_name(module: str) -> str:
+    if module.startswith("layers."):
+        return "layer " + module.split(".")[1]
+    return "target state" if module.startswith("hidden_states") else module.split(".")[0]
+
+
+def data_path_stages(trace: list[dict[str, Any]],
+                     reset_params: list[str] = ()) -> list[dict[str, Any]]:
+    """The trace condensed to the data path: target state, fc, one stage per decoder layer
+    (its worst status), norm, lm_head. Each stage: name, input and output widths, status, notes.
+    A stage with parameters the engine leaves unloaded (reset_params) is "unloaded" unless its
+    shapes already fail."""
+    stages: dict[str, dict[str, Any]] = {}
+    for t in trace:
+        if t["module"] == "embed_tokens":
+            continue  # the token path: the same under every wiring
+        name = _stage_name(t["module"])
+        width_in = t["inputs"][0][-1] if t["inputs"] else None
+        width_out = t["output"][-1] if t["output"] else None
+        stage = stages.setdefault(name, {"name": name, "in": width_in, "out": width_out,
+                                         "status": "ok", "notes": []})
+        stage["out"] = width_out if width_out is not None else stage["out"]
+        if t["status"] != "ok":
+            stage["status"] = t["status"] if stage["status"] == "ok" else stage["status"]
+            stage["notes"].append(f"{t['module']}: {t['note'] or t['status']}")
+    for param in reset_params:
+        stage = stages.get(_stage_name(param))
+        if stage is not None:
+            stage["status"] = "unloaded" if stage["status"] == "ok" else stage["status"]
+            stage["notes"].append(f"{param}: left at its initial value by the engine")
+    return list(stages.values())
+
+
+def data_path_figure(data: dict[str, Any], wirings: tuple[str, ...] | None = None):
+    """The data path of each wiring, one row each (as trained on top): what width enters and
+    leaves every stage, fc skipped in amber, a width the config does not promise in red, a stage
+    whose weights the engine never loads in dark red. Default: `trained`, then every wiring
+    whose path shows one of those."""
+    import plotly.graph_objects as go
+
+    traced = [r for r in data["wirings"] if r["trace"]]
+    if wirings is None:
+        rows = [r for r in traced if r["wiring"]["name"] == "trained" or any(
+            s["status"] != "ok" for s in data_path_stages(r["trace"], r["wiring"]["reset_params"]))]
+    else:
+        rows = [r for name in wirings for r in traced if r["wiring"]["name"] == name]
+    fig = go.Figure()
+    for y, row in enumerate(rows):
+        stages = data_path_stages(row["trace"], row["wiring"]["reset_params"])
+        fig.add_trace(go.Scatter(
+            x=list(range(len(stages))), y=[y] * len(stages), mode="markers+text",
+            name=row["wiring"]["name"], showlegend=False,
+            marker=dict(symbol="square", size=58, color=[STAGE_COLORS[s["status"]]
+                                                         for s in stages]),
+            text=[f"{s['name']}<br>{s['in']}→{s['out']}" + ("<br>unloaded" if s["status"] ==
+                  "unloaded" else "") if s["out"] else f"{s['name']}<br>{s['status']}"
+                  for s in stages],
+            textfont=dict(color="#ffffff", size=10),
+            hovertext=["<br>".join([s["name"], *s["notes"]]) for s in stages],
+            hoverinfo="text"))
+        for x in range(len(stages) - 1):
+            fig.add_annotation(x=x + 0.62, y=y, ax=x + 0.38, ay=y, xref="x", yref="y",
+                               axref="x", ayref="y", showarrow=True, arrowhead=2, text="")
+    fig.update_layout(title="Data path per wiring: widths in → out<br><sup>red: not what the "
+                            "config promises; amber: skipped; dark red: weights never loaded</sup>",
+                      height=140 + 110 * len(rows), margin=dict(l=110, r=20, t=50, b=20),
+                      plot_bgcolor="#ffffff")
+    fig.update_xaxes(visible=False, range=[-0.6, max(len(data_path_stages(r["trace"]))
+                                                     for r in rows) - 0.4] if rows else None)
+    fig.update_yaxes(tickvals=list(range(len(rows))), autorange="reversed",
+                     ticktext=[r["wiring"]["name"] for r in rows], showgrid=False, zeroline=False)
+    return fig
+
+
 def accuracy_figure(data: dict[str, Any]):
     import plotly.graph_objects as go
 
