@@ -41,9 +41,15 @@ class VerifyStep:
     def bonus(self) -> int:
         return self.target[self.accepted]
 
+    @property
+    def accept_flags(self) -> list[bool]:
+        """Per drafted token: kept (the accepted prefix) or rejected."""
+        return [i < self.accepted for i in range(len(self.drafted))]
+
     def to_json(self) -> dict[str, Any]:
         return {"position": self.position, "drafted": self.drafted, "target": self.target,
-                "accepted": self.accepted, "candidates": self.candidates}
+                "accepted": self.accepted, "accept_flags": self.accept_flags,
+                "accept_length": self.accept_length, "candidates": self.candidates}
 
 
 @dataclass
@@ -122,19 +128,32 @@ def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = 4,
     if any(len(p) < 2 for p in prompts):
         raise Eagle3NbError("a prompt needs at least 2 tokens (the draft pairs each state with the "
                             "next token)", None, "drop empty or one-token prompts")
-    batches = [prompts[i:i + batch_size] for i in range(0, len(prompts), batch_size)]
     runs = []
-    for batch in _progress(batches, progress, f"simulating {wiring.name}", len(prompts) > 8):
-        runs += _Batch(model, target, batch, num_steps, wiring, eos).decode(max_new_tokens)
+    with _progress(len(prompts), progress, f"simulating {wiring.name}") as bar:
+        for i in range(0, len(prompts), batch_size):
+            batch = _Batch(model, target, prompts[i:i + batch_size], num_steps, wiring, eos)
+            runs += batch.decode(max_new_tokens, bar.update)
     return AcceptanceResult(wiring.name, num_steps, runs)
 
 
-def _progress(items, enabled: bool | None, desc: str, default: bool):
-    """tqdm over the batches when asked, or by default when the run is long enough to wait on."""
-    if not (default if enabled is None else enabled):
-        return items
+class _NoBar:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+
+def _progress(total: int, enabled: bool | None, desc: str):
+    """A tqdm bar counting finished prompts when asked, or by default when the run is long
+    enough to wait on (more than 8 prompts)."""
+    if not (total > 8 if enabled is None else enabled):
+        return _NoBar()
     from tqdm.auto import tqdm
-    return tqdm(items, desc=desc, unit="batch", leave=False)
+    return tqdm(total=total, desc=desc, unit="prompt", leave=False)
 
 
 class _Batch:
@@ -163,12 +182,16 @@ class _Batch:
         self.extend = (torch.cat([ids[:, 1:], first[:, None]], 1), draft_features(out, wiring),
                        positions, valid.bool())
 
-    def decode(self, max_new_tokens: int) -> list[SampleRun]:
-        self._retire(max_new_tokens)
-        while self.rows:
-            self._verify_step()
+    def decode(self, max_new_tokens: int, finished=lambda n: None) -> list[SampleRun]:
+        """Verify steps until every row is done; finished(n) hears of rows as they finish."""
+        live = len(self.rows)
+        while True:
             self._retire(max_new_tokens)
-        return self.runs
+            finished(live - len(self.rows))
+            live = len(self.rows)
+            if not live:
+                return self.runs
+            self._verify_step()
 
     def _verify_step(self) -> None:
         proposal = self._draft()

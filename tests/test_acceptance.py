@@ -68,6 +68,11 @@ def test_simulation_matches_brute_force(models):
         tokens, counts = brute_force(draft, target, prompt, 3, 20, TRAINED)
         assert run.generated == tokens
         assert [s.accepted for s in run.steps] == counts
+        for step in run.steps:      # flags: the prefix where draft and target agree, then a miss
+            agree = [d == t for d, t in zip(step.drafted, step.target)]
+            assert step.accept_flags == agree[:step.accepted] + [False] * (3 - step.accepted)
+            assert step.accepted == 3 or not agree[step.accepted]
+            assert step.to_json()["accept_length"] == step.accepted + 1
 
 
 def test_tokens_do_not_depend_on_the_batch_size(models):
