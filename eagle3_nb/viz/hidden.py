@@ -104,38 +104,44 @@ def data_path_figure(data: dict[str, Any], wirings: tuple[str, ...] | None = Non
     whose path shows one of those."""
     import plotly.graph_objects as go
 
-    traced = [r for r in data["wirings"] if r["trace"]]
-    if wirings is None:
-        rows = [r for r in traced if r["wiring"]["name"] == "trained" or any(
-            s["status"] != "ok" for s in data_path_stages(r["trace"], r["wiring"]["reset_params"]))]
-    else:
-        rows = [r for name in wirings for r in traced if r["wiring"]["name"] == name]
+    paths = _data_paths(data, wirings)
     fig = go.Figure()
-    for y, row in enumerate(rows):
-        stages = data_path_stages(row["trace"], row["wiring"]["reset_params"])
+    for y, (name, stages) in enumerate(paths):
         fig.add_trace(go.Scatter(
-            x=list(range(len(stages))), y=[y] * len(stages), mode="markers+text",
-            name=row["wiring"]["name"], showlegend=False,
-            marker=dict(symbol="square", size=58, color=[STAGE_COLORS[s["status"]]
-                                                         for s in stages]),
-            text=[f"{s['name']}<br>{s['in']}→{s['out']}" + ("<br>unloaded" if s["status"] ==
-                  "unloaded" else "") if s["out"] else f"{s['name']}<br>{s['status']}"
-                  for s in stages],
-            textfont=dict(color="#ffffff", size=10),
-            hovertext=["<br>".join([s["name"], *s["notes"]]) for s in stages],
-            hoverinfo="text"))
+            x=list(range(len(stages))), y=[y] * len(stages), mode="markers+text", name=name,
+            showlegend=False, hoverinfo="text",
+            marker=dict(symbol="square", size=58,
+                        color=[STAGE_COLORS[s["status"]] for s in stages]),
+            text=[_stage_label(s) for s in stages], textfont=dict(color="#ffffff", size=10),
+            hovertext=["<br>".join([s["name"], *s["notes"]]) for s in stages]))
         for x in range(len(stages) - 1):
             fig.add_annotation(x=x + 0.62, y=y, ax=x + 0.38, ay=y, xref="x", yref="y",
                                axref="x", ayref="y", showarrow=True, arrowhead=2, text="")
     fig.update_layout(title="Data path per wiring: widths in → out<br><sup>red: not what the "
                             "config promises; amber: skipped; dark red: weights never loaded</sup>",
-                      height=140 + 110 * len(rows), margin=dict(l=110, r=20, t=50, b=20),
+                      height=140 + 110 * len(paths), margin=dict(l=110, r=20, t=50, b=20),
                       plot_bgcolor="#ffffff")
-    fig.update_xaxes(visible=False, range=[-0.6, max(len(data_path_stages(r["trace"]))
-                                                     for r in rows) - 0.4] if rows else None)
-    fig.update_yaxes(tickvals=list(range(len(rows))), autorange="reversed",
-                     ticktext=[r["wiring"]["name"] for r in rows], showgrid=False, zeroline=False)
+    longest = max((len(stages) for _, stages in paths), default=1)
+    fig.update_xaxes(visible=False, range=[-0.6, longest - 0.4])
+    fig.update_yaxes(tickvals=list(range(len(paths))), ticktext=[n for n, _ in paths],
+                     autorange="reversed", showgrid=False, zeroline=False)
     return fig
+
+
+def _data_paths(data: dict[str, Any], wirings) -> list[tuple[str, list[dict[str, Any]]]]:
+    paths = [(r["wiring"]["name"], data_path_stages(r["trace"], r["wiring"]["reset_params"]))
+             for r in data["wirings"] if r["trace"]]
+    if wirings is not None:
+        return [p for name in wirings for p in paths if p[0] == name]
+    return [(name, stages) for name, stages in paths
+            if name == "trained" or any(s["status"] != "ok" for s in stages)]
+
+
+def _stage_label(stage: dict[str, Any]) -> str:
+    if not stage["out"]:
+        return f"{stage['name']}<br>{stage['status']}"
+    label = f"{stage['name']}<br>{stage['in']}→{stage['out']}"
+    return label + ("<br>unloaded" if stage["status"] == "unloaded" else "")
 
 
 def accuracy_figure(data: dict[str, Any]):
