@@ -332,7 +332,12 @@ class TargetModel:
                                   "position_ids": position_ids.to(self.device)}
         if past_key_values is not None:
             kwargs["past_key_values"] = past_key_values
-        return self._capture(kwargs, logits_to_keep, None)
+        out, cache = self._capture(kwargs, logits_to_keep, None)
+        if cache is None or not hasattr(cache, "batch_select_indices"):
+            raise Eagle3NbError(f"{type(self.model).__name__} returns no Hugging Face KV cache "
+                                "that can be narrowed to a subset of rows", str(self.path),
+                                "use a target whose model keeps a DynamicCache (Llama, Qwen, ...)")
+        return out, cache
 
     def _capture(self, kwargs: dict[str, Any], logits_to_keep: int,
                  mask) -> tuple[TargetOutput, Any]:

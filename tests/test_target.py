@@ -399,3 +399,14 @@ def test_cached_passes_with_holes_equal_one_compact_pass(target, prompt_ids):
         for i in (2, 4, 5, target.num_layers):
             torch.testing.assert_close(out.state(i, "pre_norm")[b], fresh.state(i, "pre_norm")[-2:],
                                        rtol=1e-4, atol=1e-4)
+
+
+@needs_trained
+def test_a_model_without_a_narrowable_cache_is_refused(target, monkeypatch):
+    """The simulation keeps the KV cache across verify steps and drops finished rows from it:
+    a model that returns none would silently recompute from nothing, so it is refused."""
+    real = target._capture
+    monkeypatch.setattr(target, "_capture", lambda *a, **k: (real(*a, **k)[0], None))
+    ids = torch.tensor([[5, 6, 7]])
+    with pytest.raises(Eagle3NbError, match="no Hugging Face KV cache"):
+        target.forward_cached(ids, torch.ones_like(ids), torch.arange(3)[None])
