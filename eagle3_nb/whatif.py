@@ -61,6 +61,9 @@ def run_what_if(draft, target, prompts, wirings: dict[str, Wiring], num_steps: i
                 batch_size: int = 8) -> list[WhatIfRow]:
     """Simulate every wiring (each distinct set of switches once); an engine that refuses the
     checkpoint, or a d2t that sends a drafted id out of the vocabulary, is a row with an error."""
+    if batch_size < 1 or num_steps < 1:  # bad input, not a row's result
+        raise Eagle3NbError(f"batch_size {batch_size} and num_steps {num_steps} must be >= 1",
+                            None, "pass positive counts")
     done: dict[str, WhatIfRow] = {}
     rows = []
     for wiring in wirings.values():

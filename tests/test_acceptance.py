@@ -219,8 +219,10 @@ def test_accept_cli_lists_wirings_and_rejects_bad_input(run_cli, tmp_path):
     assert rc == 2 and "unknown wiring" in err and "Traceback" not in err
     rc, _, err = run_cli("accept", DRAFTS / "good")
     assert rc == 2 and "--target" in err
-    rc, _, err = run_cli("accept", DRAFTS / "good", "--target", TARGET, "--batch-size", "0")
-    assert rc == 2 and "batch_size" in err and "Traceback" not in err
+    for extra in ([], ["--what-if"]):
+        rc, _, err = run_cli("accept", DRAFTS / "good", "--target", TARGET, "--batch-size", "0",
+                             *extra)
+        assert rc == 2 and "batch_size" in err and "Traceback" not in err
 
 
 def test_accept_on_speculators_dumps_is_teacher_forced_and_labelled(run_cli, tmp_path, models):
