@@ -116,9 +116,14 @@ def _evaluate(draft, target, samples, outs, wiring, trained):
         row.update(n=n, correct=correct, accuracy=correct / n if n else 0.0, error=None,
                    feature_cosine=drift.feature_cosine, aux_cosine=drift.aux_cosine)
     except Eagle3NbError as exc:  # the engine would crash here: say so instead of a number
-        row.update(width=None, fc_applied=None, trace=[], n=0, correct=0, accuracy=None,
-                   error=exc.one_line(), feature_cosine=None, aux_cosine=None)
+        row.update(no_number(), error=exc.one_line())
     return row
+
+
+def no_number() -> dict[str, Any]:
+    """A wiring row's measured fields when there is no measurement."""
+    return {"width": None, "fc_applied": None, "trace": [], "n": 0, "correct": 0,
+            "accuracy": None, "feature_cosine": None, "aux_cosine": None}
 
 
 def load_for_run(checkpoint: str | Path, target: str | Path, engines: list[str] | None = None,

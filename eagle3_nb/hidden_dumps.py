@@ -117,6 +117,7 @@ def dump_features(sample, wiring: Wiring, held: list[int] | None, width: int) ->
 def _evaluate(draft, samples, wiring: Wiring, trained: Wiring) -> dict[str, Any]:
     from .drift import features_drift, weighted_mean
     from .features import first_step_accuracy_on_dump
+    from .hidden_check import no_number
     from .model import as_engine_leaves
     from .trace import trace_shapes
 
@@ -140,12 +141,7 @@ def _evaluate(draft, samples, wiring: Wiring, trained: Wiring) -> dict[str, Any]
                    feature_cosine=weighted_mean([d[0] for d in drift], weights),
                    aux_cosine=weighted_mean([d[1] for d in drift], weights))
     except NotInDump as exc:
-        row.update(_no_number(), error=None, unmeasured=f"{exc.what}: needs the live target")
+        row.update(no_number(), error=None, unmeasured=f"{exc.what}: needs the live target")
     except Eagle3NbError as exc:  # the engine would crash here: say so instead of a number
-        row.update(_no_number(), error=exc.one_line())
+        row.update(no_number(), error=exc.one_line())
     return row
-
-
-def _no_number() -> dict[str, Any]:
-    return {"width": None, "fc_applied": None, "trace": [], "n": 0, "correct": 0,
-            "accuracy": None, "feature_cosine": None, "aux_cosine": None}
