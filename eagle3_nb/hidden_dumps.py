@@ -122,6 +122,9 @@ def _evaluate(draft, samples, wiring: Wiring, trained: Wiring) -> dict[str, Any]
     from .trace import trace_shapes
 
     row: dict[str, Any] = {"wiring": wiring.to_json()}
+    if wiring.hidden_source == "final_norm" and samples[0].last_hidden_kind == "pre_norm":
+        row["wiring"]["note"] += ("; here the dump's last layer, before the final norm, stands "
+                                  "in for it")
     held, width = held_layers(samples[0], trained), draft.cfg.Ht
     try:
         if wiring.engine_error:

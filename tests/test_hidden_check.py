@@ -320,7 +320,10 @@ def test_dumps_answer_like_the_live_target(dumps):
     plus = w["layers_plus_one"]
     assert plus["accuracy"] is None and plus["error"] is None
     assert "the dump holds [2, 4, 5]" in plus["unmeasured"]
+    assert "before the final norm, stands in" in single["wiring"]["note"]   # speculators' last
     assert data["findings"] == []
+    from eagle3_nb.viz import hidden as vh
+    assert "recorded there (teacher-forced" in vh.wirings_html(data)
 
 
 def test_dumps_show_the_engine_that_drops_the_layer(dumps):

@@ -19,7 +19,8 @@ def wirings_html(data: dict[str, Any], display: bool = False) -> str:
         acc = (("crashes: " + esc(r["error"])) if r["error"] else
                muted(esc(r["unmeasured"])) if r.get("unmeasured") else fmt_num(r["accuracy"], 3))
         fc = {True: "applied", False: "SKIPPED", None: "–"}[r["fc_applied"]]
-        bad = r["error"] or r["fc_applied"] is False or r["width"] != data["trained_width"]
+        bad = (r["error"] or r["fc_applied"] is False
+               or r["width"] not in (None, data["trained_width"]))
         rows.append(([cell(code(w["name"])), cell(esc(w["hidden_source"])),
                       cell(esc(w["layer_ids"]) if w["layer_ids"] else muted("–")),
                       cell(fmt_num(r["width"]), align="right"),
@@ -34,12 +35,14 @@ def wirings_html(data: dict[str, Any], display: bool = False) -> str:
               else f"{data['n_samples']} held-out prompts")
     sub = (f"draft hidden_size {data['hidden_size']}, trained on width {data['trained_width']}; "
            f"{inputs} on {esc(data['device'])}")
+    reference = ("the token the dump recorded there (teacher-forced: not what the target "
+                 "would choose)" if data.get("source") == "dumps"
+                 else "the target's greedy token at that position")
     return show(panel("What reaches the draft, and does it still predict the target?", body,
-                      sub) + note("first-step accuracy: the draft's first token vs the target's "
-                                  "greedy token at that position (the seed's training-data test). "
-                                  "feature cos: cosine of what reaches the decoder layer (fc's "
-                                  "output, or the raw state where fc is skipped) to what it is "
-                                  "as trained, on the same target pass"),
+                      sub) + note(f"first-step accuracy: the draft's first token vs {reference} "
+                                  "(the seed's training-data test). feature cos: cosine of what "
+                                  "reaches the decoder layer (fc's output, or the raw state where "
+                                  "fc is skipped) to what it is as trained, on the same positions"),
                 display)
 
 
