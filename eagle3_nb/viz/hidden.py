@@ -208,7 +208,8 @@ def _not_measured(title: str):
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    fig.update_layout(title=title, height=120, margin=dict(l=20, r=20, t=50, b=10),
+    fig.update_layout(title=title, height=90, margin=dict(l=20, r=20, t=50, b=10),
+                      plot_bgcolor="#ffffff",
                       xaxis_visible=False, yaxis_visible=False)
     return fig
 
