@@ -473,8 +473,10 @@ def key_figures(steps: list[Step]) -> dict[str, Any]:
         if "wirings" in s:
             out["first_step_accuracy"] = {
                 r["wiring"]["name"]: {"accuracy": r.get("accuracy"), "width": r.get("width"),
-                                      "fc_applied": r.get("fc_applied"), "error": r.get("error")}
+                                      "fc_applied": r.get("fc_applied"), "error": r.get("error"),
+                                      "unmeasured": r.get("unmeasured")}
                 for r in s["wirings"]}
+            out["first_step_reference"] = s.get("reference") or "the target's greedy tokens"
         if "headline" in s or "what_if" in s:
             out["acceptance"] = acceptance_figures(s)
     return out

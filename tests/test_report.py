@@ -441,6 +441,22 @@ def test_key_figures_read_an_acceptance_summary():
     assert triage.key_figures([step])["acceptance"]["mean_accept_length"] is None
 
 
+def test_key_figures_label_dump_accuracy_and_unmeasured_wirings():
+    step = triage.Step("03_hidden_state_shapes", Path("03.ipynb"), {}, status="ok")
+    row = {"accuracy": None, "width": None, "fc_applied": None, "error": None}
+    step.summary = {"reference": "recorded tokens (teacher-forced)", "wirings": [
+        {"wiring": {"name": "trained"}, **row, "accuracy": 0.4, "width": 192, "fc_applied": True},
+        {"wiring": {"name": "layers_plus_one"}, **row, "unmeasured": "the dump lacks 6"}]}
+    k = triage.key_figures([step])
+    assert k["first_step_reference"] == "recorded tokens (teacher-forced)"
+    from eagle3_nb.viz.triage import _accuracy_table
+    html = _accuracy_table(k["first_step_accuracy"], k["first_step_reference"])
+    assert "against recorded tokens (teacher-forced)" in html and "the dump lacks 6" in html
+    live = triage.Step("03_hidden_state_shapes", Path("03.ipynb"), {}, status="ok",
+                       summary={"wirings": step.summary["wirings"][:1]})
+    assert "greedy" in triage.key_figures([live])["first_step_reference"]
+
+
 @pytest.mark.parametrize("sample, flag", [("good-speculators", "--model TARGET"),
                                           ("short-context",
                                            "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")])

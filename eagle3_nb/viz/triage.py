@@ -172,7 +172,7 @@ def _figures_section(s: dict[str, Any]) -> str:
             ("codes", esc(", ".join(d.get("codes") or []) or "none")),
             ("corpus coverage", fmt_num(cov, 3) if cov is not None else muted("no corpus"))]))
     if k.get("first_step_accuracy"):
-        parts.append(_accuracy_table(k["first_step_accuracy"]))
+        parts.append(_accuracy_table(k["first_step_accuracy"], k.get("first_step_reference")))
     if k.get("acceptance"):
         parts.append(_acceptance_table(k["acceptance"]))
     body = "".join(parts) or muted("no key figures: every notebook failed or was skipped")
@@ -199,20 +199,22 @@ def _kv_table(title: str, rows: list[tuple[str, str]]) -> str:
                                          cell(b)] for a, b in rows])
 
 
-def _accuracy_table(acc: dict[str, dict]) -> str:
+def _accuracy_table(acc: dict[str, dict], reference: str | None = None) -> str:
     trained = (acc.get("trained") or {}).get("accuracy")
     rows = []
     for name, r in acc.items():
         value = r.get("accuracy")
         collapsed = (r.get("error") or r.get("fc_applied") is False or
                      (trained and value is not None and value < 0.5 * trained))
-        text = ("crashes: " + esc(r["error"])) if r.get("error") else fmt_num(value, 3)
+        text = (("crashes: " + esc(r["error"])) if r.get("error") else
+                muted(esc(r["unmeasured"])) if r.get("unmeasured") else fmt_num(value, 3))
         if r.get("fc_applied") is False:
             text += " " + badge("fc skipped", AMBER)
         rows.append((name, f'<span style="{style(color=RED[0] if collapsed else None)}">'
                            f"{text}</span>"))
     return _kv_table("first-step accuracy per wiring (notebook 03)", rows) + note(
-        "red: below half of the trained wiring's accuracy, fc skipped, or a crash")
+        f"against {esc(reference or 'the target greedy tokens')}; red: below half of the trained "
+        "wiring's accuracy, fc skipped, or a crash")
 
 
 def _acceptance_table(a: dict[str, Any]) -> str:
