@@ -293,17 +293,22 @@ def _top_candidates(draft, logits: torch.Tensor, wiring: Wiring) -> list[list[li
 
 
 @torch.no_grad()
-def score_dumps(draft, samples, num_steps: int = 4, wiring: Wiring | None = None) -> dict[str, Any]:
+def score_dumps(draft, samples, num_steps: int = 4, wiring: Wiring | None = None,
+                features: list[torch.Tensor] | None = None) -> dict[str, Any]:
     """Teacher-forced draft accuracy on hidden-state dumps (no target head, so no verification):
     at step j the draft sees its own step j-1 state and the RECORDED token j further on, and is
     scored against the recorded token after that (SpecForge's acc_j). Labelled as such: this is
-    not an accept length, and later steps overstate what chained drafting achieves."""
+    not an accept length, and later steps overstate what chained drafting achieves.
+    features: per sample, what the wiring feeds (hidden_dumps.dump_features); default the aux
+    concat, or the last state when the wiring reads the final one."""
     from .train_draft import ttt_logits
 
     wiring = wiring or draft.wiring
+    if features is None:
+        features = [_dump_state(s, wiring) for s in samples]
     saved, draft.wiring = draft.wiring, wiring   # ttt_logits reads the norm switches from it
     try:
-        correct, total = _score(draft, samples, num_steps, wiring, ttt_logits)
+        correct, total = _score(draft, samples, features, num_steps, wiring, ttt_logits)
     finally:
         draft.wiring = saved
     return {"metric": "teacher-forced accuracy against the recorded tokens (not an accept length)",
@@ -312,13 +317,17 @@ def score_dumps(draft, samples, num_steps: int = 4, wiring: Wiring | None = None
             "per_step_accuracy": [c / t if t else None for c, t in zip(correct, total)]}
 
 
-def _score(draft, samples, num_steps, wiring, ttt_logits):
+def _dump_state(sample, wiring: Wiring) -> torch.Tensor:
+    feats = sample.aux_hidden_states if wiring.hidden_source == "concat" else sample.last_hidden_state
+    if feats is None:
+        raise Eagle3NbError("the dump has no state for this wiring", str(sample.source),
+                            "use the trained wiring (aux concat)")
+    return feats
+
+
+def _score(draft, samples, features, num_steps, wiring, ttt_logits):
     correct, total = [0] * num_steps, [0] * num_steps
-    for sample in samples:
-        feats = sample.aux_hidden_states if wiring.hidden_source == "concat" else sample.last_hidden_state
-        if feats is None:
-            raise Eagle3NbError("the dump has no state for this wiring", str(sample.source),
-                                "use the trained wiring (aux concat)")
+    for sample, feats in zip(samples, features):
         tokens = sample.token_ids.reshape(-1)[None].to(draft.fc.weight.device)
         steps = ttt_logits(draft, tokens, feats[None].to(draft.fc.weight.device), num_steps)
         for j, logits in enumerate(steps):

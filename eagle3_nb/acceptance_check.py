@@ -64,8 +64,10 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
     check = AcceptanceCheck(str(checkpoint), str(target) if target else None, num_steps,
                             max_new_tokens, wiring, observed=obs)
     if hidden_states:  # the target, if given, only lends its embeddings (as engines share them)
-        check.teacher_forced = _score_dumps(checkpoint, hidden_states, target, num_steps,
-                                            n_samples, device)
+        from .hidden_dumps import score_on_dumps
+        check.teacher_forced = score_on_dumps(checkpoint, hidden_states, num_steps,
+                                              None if what_if else [wiring], n_samples, device,
+                                              target, engines)
         return check
     _simulate_wirings(check, target, prompts, compare, n_samples, what_if, engines, device,
                       batch_size)
@@ -112,24 +114,6 @@ def _decoder(target) -> Callable[[int], str] | None:
     if target.tokenizer is None:
         return None
     return lambda token_id: target.tokenizer.decode([int(token_id)], skip_special_tokens=False)
-
-
-def _score_dumps(checkpoint, hidden_states, target, num_steps, n_samples, device) -> list[dict]:
-    from .acceptance import score_dumps
-    from .hidden_check import pick_device
-    from .model import load_draft
-    from .target import read_dump
-    from .wiring import Wiring
-
-    dev, dtype = pick_device(device)
-    draft = load_draft(checkpoint, dev, dtype, embed_from=target)
-    samples = read_dump(hidden_states)
-    samples = (samples if isinstance(samples, list) else [samples])[:n_samples]
-    wirings = [Wiring("trained", None, norm_before_residual=draft.wiring.norm_before_residual,
-                      norm_output=draft.wiring.norm_output)]
-    if all(s.last_hidden_state is not None for s in samples):
-        wirings.append(Wiring("single_layer", None, "final_norm", "engine"))
-    return [score_dumps(draft, samples, num_steps, w) for w in wirings]
 
 
 def acceptance_findings(rows, observed=None) -> list[Finding]:

@@ -242,24 +242,15 @@ def _accept_what_if(args, prompts: str) -> int:
 
 def _accept_on_dumps(args) -> int:
     """No target head: teacher-forced scoring against the recorded tokens, labelled as such."""
-    from .acceptance import score_dumps
     from .errors import Eagle3NbError
-    from .hidden_check import pick_device
-    from .model import load_draft
-    from .target import read_dump
-    from .wiring import Wiring
+    from .hidden_dumps import score_on_dumps
 
-    if args.wiring not in ("trained", "single_layer"):
-        raise Eagle3NbError(f"wiring {args.wiring!r} needs a live target", "--wiring",
-                            "on dumps: trained (aux concat) or single_layer (last hidden state)")
-    dev, dtype = pick_device(args.device)
-    draft = load_draft(args.checkpoint, dev, dtype, embed_from=args.target)
-    samples = read_dump(args.hidden_states)
-    samples = samples if isinstance(samples, list) else [samples]
-    wiring = (Wiring("single_layer", None, "final_norm", "engine") if args.wiring == "single_layer"
-              else Wiring("trained", None, norm_before_residual=draft.wiring.norm_before_residual,
-                          norm_output=draft.wiring.norm_output))
-    result = score_dumps(draft, samples[: args.n_samples], args.num_steps, wiring)
+    result = score_on_dumps(args.checkpoint, args.hidden_states, args.num_steps, [args.wiring],
+                            args.n_samples, args.device, args.target)[0]
+    if result.get("error") or result.get("unmeasured"):
+        raise Eagle3NbError(f"wiring {args.wiring}: {result.get('error') or result['unmeasured']}",
+                            "--wiring", "on dumps: a wiring whose layers the dump holds "
+                            "(trained, single_layer, the engines that capture them)")
     if args.json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:

@@ -4,10 +4,8 @@ import json
 from html.parser import HTMLParser
 
 import pytest
-import torch
-from safetensors.torch import save_file
 
-from conftest import DRAFTS, REPO, SAMPLES
+from conftest import DRAFTS, REPO, SAMPLES, write_dumps
 from eagle3_nb.report import render_html, run_notebook
 
 NB04 = REPO / "notebooks" / "04_acceptance.ipynb"
@@ -77,23 +75,33 @@ def test_rendered_page_is_offline_and_shows_every_token(executed, tmp_path):
 
 
 def test_dumps_give_teacher_forced_scores_labelled_as_such(tmp_path):
+    """Every wiring the dump can feed, engines with their unloaded parameters reset: SGLang
+    0.5.9 collapses layers0-flat here too; a wiring needing absent layers says so."""
     from eagle3_nb.acceptance_check import check_acceptance
-    from eagle3_nb.hidden_check import read_prompts
-    from eagle3_nb.target import TargetModel
 
-    target = TargetModel.load(TARGET)
-    for i, ids in enumerate(read_prompts(SAMPLES / "prompts.jsonl", target, 2)):
-        out = target.forward_hidden(ids)
-        stack = torch.stack([out.state(j, final="pre_norm") for j in (2, 4, 5, 8)], dim=1)
-        save_file({"hidden_states": stack.contiguous(), "token_ids": ids.contiguous()},
-                  str(tmp_path / f"hs_{i}.safetensors"))
-    check = check_acceptance(DRAFTS / "good", TARGET, hidden_states=tmp_path, num_steps=3)
+    write_dumps(tmp_path, n=2)
+    check = check_acceptance(DRAFTS / "layers0-flat", TARGET, hidden_states=tmp_path,
+                             num_steps=3, engines=["sglang==0.5.9", "sglang==0.5.23"])
     summary = check.summary()
     assert summary["headline"] is None and summary["what_if"] is None
     scores = {s["wiring"]: s for s in summary["teacher_forced"]}
-    assert set(scores) == {"trained", "single_layer"}
+    assert set(scores) == {"trained", "single_layer", "sglang==0.5.9", "sglang==0.5.23"}
     assert "not an accept length" in scores["trained"]["metric"]
-    assert scores["trained"]["per_step_accuracy"][0] > 2 * scores["single_layer"]["per_step_accuracy"][0]
+    first = {name: s["per_step_accuracy"][0] for name, s in scores.items()}
+    assert first["trained"] > 2 * first["single_layer"]
+    assert first["trained"] > 2 * first["sglang==0.5.9"]
+    assert first["sglang==0.5.23"] == pytest.approx(first["trained"])
+    only = check_acceptance(DRAFTS / "good", TARGET, hidden_states=tmp_path, num_steps=3,
+                            wiring="layers_plus_one", what_if=False).summary()
+    assert "needs a live target" in only["teacher_forced"][0]["unmeasured"]
+    notebook = run_notebook(NB04, tmp_path / "nb", {
+        "checkpoint": str(DRAFTS / "layers0-flat"), "target": str(TARGET),
+        "hidden_states": str(tmp_path), "num_steps": 3, "engine": "sglang:0.5.9",
+        "device": "cpu", "output_dir": str(tmp_path / "nb")})
+    page = render_html(notebook, tmp_path / "nb" / "04.html").read_text()
+    assert "Draft accuracy on the dumps, per step" in page and "not an accept length" in page
+    saved = json.loads((tmp_path / "nb" / "summary.json").read_text())
+    assert {s["wiring"] for s in saved["teacher_forced"]} >= {"trained", "sglang==0.5.9"}
 
 
 def test_bad_wiring_and_missing_inputs_are_clear_errors():

@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from conftest import DRAFTS, REPO, SAMPLES
+from conftest import DRAFTS, REPO, SAMPLES, table_rows
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.viz import acceptance as va
 from eagle3_nb.viz.html import HTMLString, fmt_num
@@ -312,3 +312,20 @@ def test_import_is_light():
             "assert 'torch' not in sys.modules and 'plotly' not in sys.modules")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_teacher_forced_table_labels_and_explains():
+    from eagle3_nb.viz.acceptance import teacher_forced_html
+
+    scores = [{"wiring": "trained", "n_samples": 3, "per_step_accuracy": [0.4, 0.3, 0.2]},
+              {"wiring": "sglang==0.5.9", "n_samples": 3, "per_step_accuracy": [0.01, 0.0, 0.0]},
+              {"wiring": "layers_plus_one", "unmeasured": "the dump holds [2, 4, 5]"}]
+    html = teacher_forced_html(scores)
+    assert "not an accept length" in html and "3 hidden-state dumps" in html
+    rows = {r[0][0]: r for r in table_rows(html)[1:]}
+    assert [float(c[0]) for c in rows["trained"][1:]] == [0.4, 0.3, 0.2]
+    assert float(rows["sglang==0.5.9"][1][0]) == 0.01
+    assert "the dump holds [2, 4, 5]" in rows["layers_plus_one"][1][0]
+    trs = {name: next(t for t in html.split("<tr")[1:] if f">{name}<" in t)
+           for name in ("trained", "sglang==0.5.9")}
+    assert "#fef3f2" in trs["sglang==0.5.9"] and "#fef3f2" not in trs["trained"]  # step 0 collapsed

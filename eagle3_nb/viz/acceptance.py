@@ -253,6 +253,33 @@ def headline_html(result_or_stats, display: bool = False) -> HTMLString:
     return show(panel("Acceptance, in every convention", body, sub), display)
 
 
+def teacher_forced_html(scores: list[dict[str, Any]], display: bool = False) -> HTMLString:
+    """Per wiring, the draft's teacher-forced accuracy at each step on hidden-state dumps
+    (acceptance.score_dumps; hidden_dumps.score_on_dumps), or why a wiring has none."""
+    steps = max((len(s.get("per_step_accuracy") or []) for s in scores), default=0)
+    base = next((s["per_step_accuracy"][0] for s in scores
+                 if s.get("wiring") == "trained" and s.get("per_step_accuracy")), None)
+    rows = []
+    for s in scores:
+        acc = s.get("per_step_accuracy")
+        if not acc:
+            why = s.get("error") or s.get("unmeasured") or ""
+            rows.append([cell(esc(s["wiring"]), nowrap=True), cell(muted(esc(why)))]
+                        + [cell("") for _ in range(steps - 1)])
+            continue
+        low = base and acc[0] is not None and acc[0] <= 0.5 * base
+        rows.append(([cell(esc(s["wiring"]), nowrap=True)]
+                     + [cell(fmt_num(a, 3), align="right") for a in acc], RED[1] if low else None))
+    body = table(["wiring"] + [f"step {j}" for j in range(steps)], rows)
+    n = next((s.get("n_samples") for s in scores if s.get("n_samples")), 0)
+    sub = (f"{n} hidden-state dumps · teacher-forced against the recorded tokens: "
+           + badge("not an accept length", RED))
+    return show(panel("Draft accuracy on the dumps, per step", body, sub) + note(
+        "step j: the draft's own state from step j-1 and the recorded token j further on "
+        "(SpecForge's acc_j); later steps overstate chained drafting. Red: step 0 at half the "
+        "trained wiring's or below."), display)
+
+
 def _number_rows(d: dict[str, Any]) -> dict[str, float | None]:
     rows = {"accept length (SGLang)": d["mean_accept_length"],
             "Mean acceptance length (vLLM)": d["vllm_mean_acceptance_length"]}

@@ -6,7 +6,6 @@ escaped.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..findings import SEVERITY_ORDER
@@ -230,8 +229,11 @@ def _acceptance_table(a: dict[str, Any]) -> str:
         rows.append(("the engine reported", fmt_num(a["observed"])))
     if a.get("explanation"):
         rows.append(("what-if verdict", esc(a["explanation"])))
-    if a.get("teacher_forced"):
-        rows.append(("teacher-forced (dumps)", esc(json.dumps(a["teacher_forced"])[:400])))
+    for score in a.get("teacher_forced") or []:
+        acc = score.get("per_step_accuracy")
+        value = (", ".join(fmt_num(x, 3) for x in acc) if acc else
+                 muted(esc(score.get("error") or score.get("unmeasured") or "")))
+        rows.append((f"teacher-forced acc per step on dumps ({esc(score.get('wiring'))})", value))
     html = _kv_table("acceptance (notebook 04)", rows)
     what = a.get("what_if") or {}
     if what:
