@@ -244,3 +244,7 @@ def test_accept_on_speculators_dumps_is_teacher_forced_and_labelled(run_cli, tmp
     rc, _, err = run_cli("accept", DRAFTS / "good", "--hidden-states", tmp_path,
                          "--target", TARGET, "--wiring", "layers_plus_one")
     assert rc == 2 and "needs a live target" in err
+    rc, out, err = run_cli("accept", DRAFTS / "layers0-flat", "--hidden-states", tmp_path,
+                           "--target", TARGET, "--wiring", "sglang==0.5.9", "--json")
+    assert rc == 0, err      # the engine's dropped layer, reset as it leaves it: collapses here too
+    assert json.loads(out)["per_step_accuracy"][0] <= 0.5 * trained["per_step_accuracy"][0]
