@@ -1,5 +1,6 @@
-"""Notebook 03's question on hidden-state dumps instead of a live target (a target too big for
-one machine: speculators `hs_*.safetensors`, SpecForge `.ckpt`).
+"""Notebooks 03 and 04 on hidden-state dumps instead of a live target (a target too big for
+one machine: speculators `hs_*.safetensors`, SpecForge `.ckpt`): `check_dumps` (03's wirings
+table and findings) and `score_on_dumps` (04's per-step teacher-forced accuracy).
 
 A dump holds the layers that were captured when it was written; for an offline-trained draft,
 that is its training data. So `trained` reads the dump's aux concat, `single_layer` its last
