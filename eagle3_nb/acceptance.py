@@ -201,11 +201,11 @@ class _Batch:
         out, accepted = self._verify(verify)
         preds = out.next_tokens.cpu()                    # the target's k + 1 choices
         bonus = preds.gather(1, accepted[:, None])[:, 0]
+        candidates = _top_candidates(self.draft, proposal.logits, self.wiring)
         for b, r in enumerate(self.rows):
             a = int(accepted[b])
             self.runs[r].steps.append(VerifyStep(
-                len(self.seqs[r]), drafted[b].tolist(), preds[b].tolist(), a,
-                _top_candidates(self.draft, proposal.logits[b], self.wiring)))
+                len(self.seqs[r]), drafted[b].tolist(), preds[b].tolist(), a, candidates[b]))
             self.seqs[r] += drafted[b, :a].tolist() + [int(bonus[b])]
         self._next_extend(verify, bonus, accepted, draft_features(out, self.wiring))
 
@@ -283,12 +283,14 @@ def _roll_right(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
 TOP_CANDIDATES = 3
 
 
-def _top_candidates(draft, logits: torch.Tensor, wiring: Wiring) -> list[list[list[float]]]:
-    """[k, Vd] draft logits -> per position the best few as [target id, probability]."""
+def _top_candidates(draft, logits: torch.Tensor, wiring: Wiring) -> list[list[list[list[float]]]]:
+    """[B, k, Vd] draft logits -> per row, per drafted position, the best few as [target id,
+    probability] (one transfer from the device for the whole batch)."""
     probs = torch.softmax(logits.float(), -1)
     top = probs.topk(min(TOP_CANDIDATES, probs.shape[-1]), -1)
     ids = draft.to_target_ids(top.indices, wiring).cpu().tolist()
-    return [[[i, round(p, 4)] for i, p in zip(row_ids, row_p)]
+    return [[[[i, round(p, 4)] for i, p in zip(pos_ids, pos_p)]
+             for pos_ids, pos_p in zip(row_ids, row_p)]
             for row_ids, row_p in zip(ids, top.values.cpu().tolist())]
 
 
