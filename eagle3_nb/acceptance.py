@@ -198,8 +198,7 @@ class _Batch:
         drafted = proposal.target_ids.cpu()
         last = torch.tensor([self.seqs[r][-1] for r in self.rows])
         verify = torch.cat([last[:, None], drafted], 1)                     # [B, k + 1]
-        out, accepted = self._verify(verify)
-        preds = out.next_tokens.cpu()                    # the target's k + 1 choices
+        out, preds, accepted = self._verify(verify)     # preds: the target's k + 1 choices
         bonus = preds.gather(1, accepted[:, None])[:, 0]
         candidates = _top_candidates(self.draft, proposal.logits, self.wiring)
         for b, r in enumerate(self.rows):
@@ -227,7 +226,7 @@ class _Batch:
         preds = out.next_tokens.cpu()
         accepted = (verify[:, 1:] == preds[:, :k]).int().cumprod(1).sum(1)
         self.mask[:, -(k + 1):] = self._committed(accepted).to(self.mask)
-        return out, accepted
+        return out, preds, accepted
 
     def _committed(self, accepted: torch.Tensor) -> torch.Tensor:
         """[B, k + 1]: the verified slots kept (the last bonus and the accepted drafts)."""
