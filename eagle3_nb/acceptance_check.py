@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import Eagle3NbError
-from .findings import ERROR, WARNING, Finding
-
-COLLAPSE_FRACTION = 0.5  # an engine wiring keeping at most this share of (trained - 1) collapses
+from .findings import ERROR, WARNING, Finding, collapses
 
 
 @dataclass
@@ -154,7 +152,7 @@ def _collapses(rows, trained) -> list[Finding]:
             continue
         if r.result is None:
             continue  # an engine that refuses the draft is notebook 01's LOAD_ERROR
-        if r.mean_accept_length - 1 <= COLLAPSE_FRACTION * gain:
+        if collapses(r.mean_accept_length - 1, gain):
             out.append(Finding("ACCEPT_COLLAPSES", ERROR,
                                f"served as the engine would, the simulated accept length is "
                                f"{r.mean_accept_length:.2f} against {trained.mean_accept_length:.2f} "

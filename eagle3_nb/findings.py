@@ -70,5 +70,15 @@ def sort_findings(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: SEVERITY_ORDER[f.severity])
 
 
+# A served wiring that keeps at most this share of what the trained wiring achieves collapses:
+# first-step accuracy (notebook 03), accepted tokens beyond the bonus (notebook 04).
+COLLAPSE_FRACTION = 0.5
+
+
+def collapses(value: float | None, trained: float | None) -> bool:
+    """value at most COLLAPSE_FRACTION of trained (False when either is missing or trained is 0)."""
+    return bool(trained) and value is not None and value <= COLLAPSE_FRACTION * trained
+
+
 def has_errors(findings: list[Finding]) -> bool:
     return any(f.severity == ERROR for f in findings)

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .findings import ERROR, WARNING, Finding
-
-COLLAPSE_FRACTION = 0.5  # an engine wiring keeping at most this share of trained accuracy collapses
+from .findings import ERROR, WARNING, Finding, collapses
 
 # What an off-by-one layer costs differs by target (DOMAIN.md "Aux layer ids: two conventions").
 OFF_BY_ONE_RANGE = ("How much a shifted layer costs depends on how alike the target's layers "
@@ -44,7 +42,7 @@ def _collapses(row: dict[str, Any], trained: dict[str, Any]) -> list[Finding]:
         return [Finding("HIDDEN_COLLAPSES", ERROR,
                         f"served as the engine would, the draft's run crashes: {row['error']}",
                         {"error": row["error"], "trained_accuracy": base}, engine=engine)]
-    if row["accuracy"] > COLLAPSE_FRACTION * base:
+    if not collapses(row["accuracy"], base):
         return []
     return [Finding("HIDDEN_COLLAPSES", ERROR,
                     f"served as the engine would, the draft's first-step accuracy is "

@@ -9,7 +9,8 @@ from conftest import DRAFTS, SAMPLES, write_dumps
 from eagle3_nb.drift import (aux_cosine, feature_drift, layer_similarity, mean_cosine,
                              mean_layer_similarity, weighted_mean)
 from eagle3_nb.hidden_check import check_hidden_states
-from eagle3_nb.hidden_findings import COLLAPSE_FRACTION, hidden_findings
+from eagle3_nb.findings import COLLAPSE_FRACTION
+from eagle3_nb.hidden_findings import hidden_findings
 from eagle3_nb.target import TargetOutput
 from eagle3_nb.wiring import Wiring
 

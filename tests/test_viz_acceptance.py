@@ -328,4 +328,5 @@ def test_teacher_forced_table_labels_and_explains():
     assert "the dump holds [2, 4, 5]" in rows["layers_plus_one"][1][0]
     trs = {name: next(t for t in html.split("<tr")[1:] if f">{name}<" in t)
            for name in ("trained", "sglang==0.5.9")}
-    assert "#fef3f2" in trs["sglang==0.5.9"] and "#fef3f2" not in trs["trained"]  # step 0 collapsed
+    from eagle3_nb.viz.html import RED
+    assert RED[1] in trs["sglang==0.5.9"] and RED[1] not in trs["trained"]  # step 0 collapsed

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..errors import Eagle3NbError
+from ..findings import collapses
 from .html import (BLUE, GREEN, GREY, MONO, MUTED, RED, HTMLString, badge, cell, esc, fmt_num,
                    muted, note, panel, show, style, table)
 
@@ -267,7 +268,7 @@ def teacher_forced_html(scores: list[dict[str, Any]], display: bool = False) -> 
             rows.append([cell(esc(s["wiring"]), nowrap=True), cell(muted(esc(why)))]
                         + [cell("") for _ in range(steps - 1)])
             continue
-        low = base and acc[0] is not None and acc[0] <= 0.5 * base
+        low = collapses(acc[0], base)
         rows.append(([cell(esc(s["wiring"]), nowrap=True)]
                      + [cell(fmt_num(a, 3), align="right") for a in acc], RED[1] if low else None))
     body = table(["wiring"] + [f"step {j}" for j in range(steps)], rows)

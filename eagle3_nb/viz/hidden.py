@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..hidden_findings import COLLAPSE_FRACTION
+from ..findings import collapses
 from .html import (AMBER, GREEN, RED, badge, cell, code, esc, fmt_num, fmt_shape, muted, note,
                    panel, show, table)
 
@@ -151,24 +151,24 @@ def accuracy_figure(data: dict[str, Any]):
     import plotly.graph_objects as go
 
     names = [r["wiring"]["name"] for r in data["wirings"]]
-    acc = [r["accuracy"] if r["accuracy"] is not None else 0.0 for r in data["wirings"]]
+    # a crash draws as 0 (it predicts nothing); an unmeasured wiring draws no bar at all
+    acc = [0.0 if r["error"] else r["accuracy"] for r in data["wirings"]]
     trained = next((r["accuracy"] for r in data["wirings"] if r["wiring"]["name"] == "trained"),
                    None)
-    colors = ["#b42318" if _collapsed(r, trained) else "#175cd3" for r in data["wirings"]]
+    colors = ["#b42318" if collapsed_row(r, trained) else "#175cd3" for r in data["wirings"]]
     fig = go.Figure(go.Bar(x=names, y=acc, marker_color=colors,
-                           hovertext=[r["error"] or "" for r in data["wirings"]]))
+                           hovertext=[r["error"] or r.get("unmeasured") or ""
+                                      for r in data["wirings"]]))
     fig.update_layout(title="First-step draft accuracy per wiring", yaxis_title="accuracy",
                       yaxis_range=[0, 1], height=360, margin=dict(l=50, r=20, t=50, b=80))
     return fig
 
 
-def _collapsed(row: dict[str, Any], trained: float | None) -> bool:
-    """A crash, fc skipped, or at most half the trained wiring's accuracy (the collapse rule of
-    hidden_findings)."""
-    if row["error"] or row["fc_applied"] is False:
-        return True
-    measured = row["accuracy"] is not None
-    return bool(trained) and measured and row["accuracy"] <= COLLAPSE_FRACTION * trained
+def collapsed_row(row: dict[str, Any], trained: float | None) -> bool:
+    """A crash, fc skipped, or at most half the trained wiring's accuracy (findings.collapses,
+    the rule of HIDDEN_COLLAPSES)."""
+    return bool(row.get("error") or row.get("fc_applied") is False
+                or collapses(row.get("accuracy"), trained))
 
 
 def layer_similarity_figure(data: dict[str, Any]):

@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..findings import SEVERITY_ORDER
-from .html import (AMBER, FONT, GREEN, GREY, MUTED, RED, SEVERITY_COLORS, SOLID_DARK_RED,
-                   SOLID_GREEN, SOLID_RED, TEXT, HTMLString, badge, cell, code, esc, fmt_num,
-                   muted, note, panel, show, style, table)
+from .hidden import collapsed_row
+from .html import (AMBER, FONT, GREEN, GREY, MUTED, RED, SEVERITY_COLORS, SOLID_GREEN, SOLID_RED,
+                   TEXT, HTMLString, badge, cell, code, esc, fmt_num, muted, note, panel, show,
+                   style, table)
+from .keys import VERDICT_COLORS
 
-VERDICT_COLORS = {"ok": SOLID_GREEN, "silent_failure": SOLID_RED, "load_error": SOLID_DARK_RED}
 WORST_COLORS = {"error": SOLID_RED, "warning": ("#ffffff", "#b54708"), "info": ("#ffffff",
                 "#175cd3"), "ok": SOLID_GREEN}
 STATUS_COLORS = {"ok": GREEN, "failed": SOLID_RED, "skipped": GREY}
@@ -203,8 +204,7 @@ def _accuracy_table(acc: dict[str, dict], reference: str | None = None) -> str:
     rows = []
     for name, r in acc.items():
         value = r.get("accuracy")
-        collapsed = (r.get("error") or r.get("fc_applied") is False or
-                     (trained and value is not None and value < 0.5 * trained))
+        collapsed = collapsed_row(r, trained)
         text = (("crashes: " + esc(r["error"])) if r.get("error") else
                 muted(esc(r["unmeasured"])) if r.get("unmeasured") else fmt_num(value, 3))
         if r.get("fc_applied") is False:
@@ -212,7 +212,7 @@ def _accuracy_table(acc: dict[str, dict], reference: str | None = None) -> str:
         rows.append((name, f'<span style="{style(color=RED[0] if collapsed else None)}">'
                            f"{text}</span>"))
     return _kv_table("first-step accuracy per wiring (notebook 03)", rows) + note(
-        f"against {esc(reference or 'the target greedy tokens')}; red: below half of the trained "
+        f"against {esc(reference or 'the target greedy tokens')}; red: at most half of the trained "
         "wiring's accuracy, fc skipped, or a crash")
 
 
