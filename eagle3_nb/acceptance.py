@@ -175,6 +175,7 @@ class _Batch:
         first = out.next_tokens[:, -1].cpu()
         self.runs = [SampleRun(p.tolist(), int(f)) for p, f in zip(prompts, first)]
         self.seqs = [p.tolist() + [int(f)] for p, f in zip(prompts, first)]
+        self.hit_eos = [int(f) in eos for f in first]   # per row: committed an EOS (stop_at_eos)
         self.mask = valid.to(target.device)
         self.pos = valid.sum(-1)                         # target/draft positions done per row
         self.dcache = DraftCache()
@@ -205,7 +206,9 @@ class _Batch:
             a = int(accepted[b])
             self.runs[r].steps.append(VerifyStep(
                 len(self.seqs[r]), drafted[b].tolist(), preds[b].tolist(), a, candidates[b]))
-            self.seqs[r] += drafted[b, :a].tolist() + [int(bonus[b])]
+            committed = drafted[b, :a].tolist() + [int(bonus[b])]
+            self.seqs[r] += committed
+            self.hit_eos[r] = self.hit_eos[r] or bool(self.eos.intersection(committed))
         self._next_extend(verify, bonus, accepted, draft_features(out, self.wiring))
 
     def _draft(self):
@@ -248,7 +251,7 @@ class _Batch:
         """Finished requests leave the batch, their caches with them."""
         live = [b for b, r in enumerate(self.rows)
                 if len(self.seqs[r]) - len(self.runs[r].prompt) < max_new_tokens
-                and not self.eos.intersection(self.runs[r].generated)]
+                and not self.hit_eos[r]]
         if len(live) == len(self.rows):
             return
         keep = torch.tensor(live, dtype=torch.long)
@@ -294,19 +297,16 @@ def _top_candidates(draft, logits: torch.Tensor, wiring: Wiring) -> list[list[li
 
 
 @torch.no_grad()
-def score_dumps(draft, samples, num_steps: int = 4, wiring: Wiring | None = None,
-                features: list[torch.Tensor] | None = None) -> dict[str, Any]:
+def score_dumps(draft, samples, features: list[torch.Tensor], num_steps: int = 4,
+                wiring: Wiring | None = None) -> dict[str, Any]:
     """Teacher-forced draft accuracy on hidden-state dumps (no target head, so no verification):
     at step j the draft sees its own step j-1 state and the RECORDED token j further on, and is
     scored against the recorded token after that (SpecForge's acc_j). Labelled as such: this is
     not an accept length, and later steps overstate what chained drafting achieves.
-    features: per sample, what the wiring feeds (hidden_dumps.dump_features); default the aux
-    concat, or the last state when the wiring reads the final one."""
+    features: per sample, what the wiring feeds (hidden_dumps.dump_features)."""
     from .train_draft import ttt_logits
 
     wiring = wiring or draft.wiring
-    if features is None:
-        features = [_dump_state(s, wiring) for s in samples]
     saved, draft.wiring = draft.wiring, wiring   # ttt_logits reads the norm switches from it
     try:
         correct, total = _score(draft, samples, features, num_steps, wiring, ttt_logits)
@@ -316,14 +316,6 @@ def score_dumps(draft, samples, num_steps: int = 4, wiring: Wiring | None = None
             "wiring": wiring.name, "num_steps": num_steps, "n_samples": len(samples),
             "n_positions": total[0],
             "per_step_accuracy": [c / t if t else None for c, t in zip(correct, total)]}
-
-
-def _dump_state(sample, wiring: Wiring) -> torch.Tensor:
-    feats = sample.aux_hidden_states if wiring.hidden_source == "concat" else sample.last_hidden_state
-    if feats is None:
-        raise Eagle3NbError("the dump has no state for this wiring", str(sample.source),
-                            "use the trained wiring (aux concat)")
-    return feats
 
 
 def _score(draft, samples, features, num_steps, wiring, ttt_logits):

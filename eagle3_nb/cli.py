@@ -190,8 +190,7 @@ def cmd_vocab(args) -> int:
 
 
 def cmd_accept(args) -> int:
-    from .errors import Eagle3NbError
-    from .hidden_check import load_for_run, measure_acceptance
+    from .hidden_check import measure_acceptance, named_wirings
 
     if not args.checkpoint or not (args.target or args.hidden_states):
         raise Eagle3NbError("accept needs CHECKPOINT and --target DIR or --hidden-states DIR",
@@ -199,7 +198,7 @@ def cmd_accept(args) -> int:
     if args.hidden_states:
         return _accept_on_dumps(args)
     if args.list_wirings:
-        for name, w in load_for_run(args.checkpoint, args.target, device=args.device)[2].items():
+        for name, w in named_wirings(args.checkpoint, args.target).presets.items():
             print(f"{name:<30} {w.note}")
         return EXIT_OK
     prompts = args.prompts or str(Path(__file__).resolve().parent.parent / "data_samples"
@@ -242,7 +241,6 @@ def _accept_what_if(args, prompts: str) -> int:
 
 def _accept_on_dumps(args) -> int:
     """No target head: teacher-forced scoring against the recorded tokens, labelled as such."""
-    from .errors import Eagle3NbError
     from .hidden_dumps import score_on_dumps
 
     result = score_on_dumps(args.checkpoint, args.hidden_states, args.num_steps, [args.wiring],

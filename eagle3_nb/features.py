@@ -49,13 +49,13 @@ class StepAccuracy:
 
 
 @torch.no_grad()
-def first_step_accuracy(draft, target, token_ids: torch.Tensor, wiring: Wiring) -> StepAccuracy:
+def first_step_accuracy(draft, out, token_ids: torch.Tensor, wiring: Wiring) -> StepAccuracy:
     """Draft position t sees feature t and token t+1 and predicts token t+2; the reference is
-    the target's own greedy choice there (what verification would accept)."""
+    the target's own greedy choice there (what verification would accept). out: the target's
+    pass over token_ids (TargetModel.forward_hidden), shared by every wiring."""
     ids = token_ids.reshape(-1)
     if ids.numel() < 3:
         raise Eagle3NbError("need at least 3 tokens", None, "use a longer prompt")
-    out = target.forward_hidden(ids)
     feats = draft_features(out, wiring)[:-1].to(draft.fc.weight.device)
     run = draft.run(ids[1:][None].to(feats.device), feats[None], wiring=wiring)
     pred = draft.to_target_ids(run.logits[0].argmax(-1), wiring).cpu()
@@ -66,18 +66,11 @@ def first_step_accuracy(draft, target, token_ids: torch.Tensor, wiring: Wiring) 
 
 @torch.no_grad()
 def first_step_accuracy_on_dump(draft, sample, wiring: Wiring,
-                                features: torch.Tensor | None = None) -> StepAccuracy:
+                                features: torch.Tensor) -> StepAccuracy:
     """On a hidden-state dump (no target head): teacher-forced against the recorded tokens,
     reported as such, never as an acceptance figure. features [T, W]: what the wiring feeds
-    (default: the dump's aux concat, or its last state for final_norm)."""
+    (hidden_dumps.dump_features)."""
     ids, feats = sample.token_ids.reshape(-1), features
-    if feats is None:
-        feats = sample.aux_hidden_states
-        if wiring.hidden_source == "final_norm":
-            if sample.last_hidden_state is None:
-                raise Eagle3NbError("the dump has no last hidden state", str(sample.source),
-                                    "use a wiring with the aux concat")
-            feats = sample.last_hidden_state
     feats = feats[:-2].to(draft.fc.weight.device)
     run = draft.run(ids[1:-1][None].to(feats.device), feats[None], wiring=wiring)
     pred = draft.to_target_ids(run.logits[0].argmax(-1), wiring).cpu()

@@ -7,6 +7,7 @@ or skipped, the shape trace, and first-step accuracy on real samples.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,26 +66,20 @@ def check_hidden_states(checkpoint: str | Path, target: str | Path | None = None
                             "give the target model directory, or the engine's dumps")
     from .drift import mean_layer_similarity
     from .hidden_findings import hidden_findings
-    from .inspection import load_target_info
     from .model import load_draft
     from .target import TargetModel
-    from .wiring import wiring_presets
 
     dev, dtype = pick_device(device)
-    ckpt = Checkpoint.open(checkpoint)
-    cfg = parse_config(ckpt.config_raw, str(ckpt.path / "config.json"))
-    info = load_target_info(target)
-    profiles = resolve_engines(engines)
-    shapes = {n: t.shape for n, t in ckpt.tensors.items()}
-    presets = wiring_presets(cfg, shapes, info, profiles)
-    chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in profiles]
+    named = named_wirings(checkpoint, target, engines)
+    cfg, info, presets = named.cfg, named.target_info, named.presets
+    chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in named.profiles]
     tgt = TargetModel.load(target, device=dev, dtype=dtype)
     draft = load_draft(checkpoint, dev, dtype, embed_from=target)
     samples = read_prompts(prompts, tgt, n_samples)
     # one target pass per prompt serves every wiring's drift and the layer similarity
     outs = [tgt.forward_hidden(s.to(tgt.device)) for s in samples]
     rows = [_evaluate(draft, tgt, samples, outs, w, presets["trained"]) for w in chosen]
-    data = {"checkpoint": str(ckpt.path), "target": str(target), "device": str(dev),
+    data = {"checkpoint": str(named.checkpoint), "target": str(target), "device": str(dev),
             "dtype": str(dtype).replace("torch.", ""), "n_samples": len(samples),
             "hidden_size": cfg.H, "trained_width": draft.fc.in_features,
             "num_layers": info.num_hidden_layers, "wirings": rows,
@@ -110,7 +105,7 @@ def _evaluate(draft, target, samples, outs, wiring, trained):
         trace = trace_shapes(served, ids[1:][None], feats[None], wiring)
         row.update(width=trace.hidden_width, fc_applied=trace.fc_applied,
                    trace=[r.to_json() for r in trace.rows])
-        accs = [first_step_accuracy(served, target, s, wiring) for s in samples]
+        accs = [first_step_accuracy(served, o, s, wiring) for o, s in zip(outs, samples)]
         n, correct = sum(a.n for a in accs), sum(a.correct for a in accs)
         drift = feature_drift(draft, outs, wiring, trained, served_draft=served)
         row.update(n=n, correct=correct, accuracy=correct / n if n else 0.0, error=None,
@@ -126,20 +121,38 @@ def no_number() -> dict[str, Any]:
             "accuracy": None, "feature_cosine": None, "aux_cosine": None}
 
 
+@dataclass
+class NamedWirings:
+    """Every named wiring of a draft, from headers and JSON only (no weights loaded)."""
+    checkpoint: Path
+    cfg: Any
+    target_info: Any              # None without a target config
+    profiles: list
+    presets: dict[str, Any]
+
+
+def named_wirings(checkpoint: str | Path, target: str | Path | None = None,
+                  engines: list[str] | None = None) -> NamedWirings:
+    from .inspection import load_target_info
+    from .wiring import wiring_presets
+
+    ckpt = Checkpoint.open(checkpoint)
+    cfg = parse_config(ckpt.config_raw, str(ckpt.path / "config.json"))
+    info = load_target_info(target) if target else None
+    profiles = resolve_engines(engines)
+    shapes = {n: t.shape for n, t in ckpt.tensors.items()}
+    return NamedWirings(ckpt.path, cfg, info, profiles,
+                        wiring_presets(cfg, shapes, info, profiles))
+
+
 def load_for_run(checkpoint: str | Path, target: str | Path, engines: list[str] | None = None,
                  device: str | None = None):
     """Draft, target and every named wiring for one run (CUDA bf16 when present)."""
-    from .inspection import load_target_info
     from .model import load_draft
     from .target import TargetModel
-    from .wiring import wiring_presets
 
     dev, dtype = pick_device(device)
-    ckpt = Checkpoint.open(checkpoint)
-    cfg = parse_config(ckpt.config_raw, str(ckpt.path / "config.json"))
-    info = load_target_info(target)
-    shapes = {n: t.shape for n, t in ckpt.tensors.items()}
-    presets = wiring_presets(cfg, shapes, info, resolve_engines(engines))
+    presets = named_wirings(checkpoint, target, engines).presets
     tgt = TargetModel.load(target, device=dev, dtype=dtype)
     return load_draft(checkpoint, dev, dtype, embed_from=target), tgt, presets
 

@@ -58,26 +58,18 @@ def load_dump_run(checkpoint: str | Path, hidden_states: str | Path, engines: li
     engines share them. dump_layer_ids: the layers the dump captured, in file order
     (speculators: its last, loss layer included), as a list or "2,4,5,8"; unknown, the dump is
     taken to hold the trained layers."""
-    from .checkpoint import Checkpoint
-    from .config import parse_config
-    from .engines import resolve_engines
-    from .hidden_check import pick_device
-    from .inspection import load_target_info
+    from .hidden_check import named_wirings, pick_device
     from .model import load_draft
     from .target import read_dump
-    from .wiring import wiring_presets
 
     dev, dtype = pick_device(device)
-    ckpt = Checkpoint.open(checkpoint)
-    cfg = parse_config(ckpt.config_raw, str(ckpt.path / "config.json"))
-    info = load_target_info(target) if target else None
-    profiles = resolve_engines(engines)
-    presets = wiring_presets(cfg, {n: t.shape for n, t in ckpt.tensors.items()}, info, profiles)
+    named = named_wirings(checkpoint, target, engines)
     draft = load_draft(checkpoint, dev, dtype, embed_from=target)
     ids = parse_layer_ids(dump_layer_ids)
     samples = read_dump(hidden_states, **({"layer_ids": ids} if ids else {}))
     samples = (samples if isinstance(samples, list) else [samples])[:n_samples]
-    return DumpRun(draft, samples, presets, profiles, info, cfg, ckpt.path, dev, dtype)
+    return DumpRun(draft, samples, named.presets, named.profiles, named.target_info, named.cfg,
+                   named.checkpoint, dev, dtype)
 
 
 @torch.no_grad()
@@ -131,8 +123,8 @@ def score_on_dumps(checkpoint: str | Path, hidden_states: str | Path, num_steps:
         try:
             if wiring.engine_error:
                 raise Eagle3NbError(f"{name} does not serve this draft: {wiring.engine_error}")
-            rows.append(score_dumps(as_engine_leaves(run.draft, wiring), run.samples, num_steps,
-                                    wiring, run.features(wiring)))
+            rows.append(score_dumps(as_engine_leaves(run.draft, wiring), run.samples,
+                                    run.features(wiring), num_steps, wiring))
         except NotInDump as exc:
             rows.append({"wiring": name, "unmeasured": f"{exc.what}: needs a live target"})
         except Eagle3NbError as exc:

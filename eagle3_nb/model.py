@@ -381,7 +381,10 @@ def as_engine_leaves(draft: Eagle3Draft, wiring: Wiring, seed: int = 0) -> Eagle
     The draft itself when nothing is reset."""
     if not wiring.reset_params:
         return draft
-    copy = deepcopy(draft)
+    # share every parameter the engine does load (embed_tokens and lm_head are GBs for a big
+    # target): deepcopy returns what the memo maps an object's id to
+    shared = {id(p): p for n, p in draft.named_parameters() if n not in wiring.reset_params}
+    copy = deepcopy(draft, memo=shared)
     params = dict(copy.named_parameters())
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():

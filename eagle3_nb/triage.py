@@ -210,8 +210,9 @@ def resolve_options(opts: ReportOptions) -> ReportOptions:
     o.observed = _observed(o.observed)
     if o.fail_on not in FAIL_ON:
         raise Eagle3NbError(f"--fail-on {o.fail_on!r}", "--fail-on", f"one of {FAIL_ON}")
-    if o.device == "cuda" and not _cuda_available():
-        raise Eagle3NbError("--device cuda but no GPU is visible", "--device", "use --device cpu")
+    if o.device:
+        from .hidden_check import pick_device  # imports torch: only when a device is named
+        pick_device(o.device)                  # the check every run does, with its error
     if o.num_steps is not None and o.num_steps < 1:
         raise Eagle3NbError(f"--num-steps {o.num_steps}", "--num-steps", "draft depth K >= 1")
     resolve_engines(o.engines or None)  # EngineSpecError names the known profiles
@@ -220,12 +221,6 @@ def resolve_options(opts: ReportOptions) -> ReportOptions:
         raise Eagle3NbError("no notebooks found", str(NOTEBOOKS), "notebooks/NN_name.ipynb")
     check_out(o.out, o.overwrite)
     return o
-
-
-def _cuda_available() -> bool:
-    import torch  # only when --device cuda is asked for
-
-    return torch.cuda.is_available()
 
 
 def _existing(path: Path, flag: str, what: str, dir_: bool = False) -> Path:
