@@ -29,8 +29,9 @@ demo: $(STAMP)
 samples: $(STAMP)
 	$(PY) -m eagle3_nb.samples
 
-# Trains the tokenizer, the tiny target and the draft (15-20 minutes on 2 idle cores), then
-# rebuilds every sample draft from the trained weights. Never part of `make test`.
+# Trains the tokenizer, the tiny target and the draft (about 30 minutes on 2 cores, as the
+# recorded training times say), then rebuilds every sample draft from the trained weights.
+# Never part of `make test`.
 train-samples: $(STAMP)
 	$(PY) -m eagle3_nb.samples --train
 

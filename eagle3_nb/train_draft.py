@@ -21,7 +21,9 @@ import torch
 import torch.nn.functional as F
 
 from .config import DraftConfig
+from .errors import Eagle3NbError
 from .model import Eagle3Draft
+from .training import lr_at
 from .vocab import build_from_counts
 
 
@@ -70,7 +72,9 @@ def ttt_logits(draft: Eagle3Draft, tokens: torch.Tensor, feats: torch.Tensor, n_
     """Logits of each TTT step over the positions that have a token j+1 ahead: list of
     [B, T - 1 - j, Vd]. tokens [B, T], feats [B, T, A*Ht] (target features at each position)."""
     if len(draft.layers) != 1:
-        raise ValueError("the TTT trainer handles one-layer drafts")
+        raise Eagle3NbError(f"teacher-forced TTT scoring handles one-layer drafts; this one has "
+                            f"{len(draft.layers)}", None,
+                            "score it with a live target (simulated acceptance) instead")
     layer, B, T = draft.layers[0], tokens.shape[0], tokens.shape[1] - 1
     h = draft.project(feats[:, :T], draft.wiring)[0]
     base = torch.arange(T, device=tokens.device).expand(B, T)
@@ -107,13 +111,6 @@ def ttt_loss(logits_steps, target_logits, t2d, step_decay: float):
         hit = (kept[logits.argmax(-1)] == tgt.argmax(-1)).float()
         accs.append(float((hit * mask).sum() / mask.sum().clamp(min=1)))
     return total, accs
-
-
-def lr_at(step: int, r: DraftRecipe) -> float:
-    if step < r.warmup:
-        return r.lr * (step + 1) / r.warmup
-    frac = (step - r.warmup) / max(1, r.steps - r.warmup)
-    return r.min_lr + 0.5 * (r.lr - r.min_lr) * (1 + math.cos(math.pi * frac))
 
 
 def train_draft(target, cfg: DraftConfig, stream: torch.Tensor, layer_ids: list[int],

@@ -182,8 +182,8 @@ def write_tokenizer_config(out_dir: Path) -> None:
 
 # ---------------------------------------------------------------- target
 
-def lr_at(step: int, r: TargetRecipe) -> float:
-    """Linear warm-up, then cosine decay from lr to min_lr."""
+def lr_at(step: int, r) -> float:
+    """Linear warm-up, then cosine decay from lr to min_lr (a TargetRecipe or a DraftRecipe)."""
     if step < r.warmup:
         return r.lr * (step + 1) / r.warmup
     progress = (step - r.warmup) / max(1, r.steps - r.warmup)
