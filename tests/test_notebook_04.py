@@ -10,8 +10,9 @@ from eagle3_nb.report import render_html, run_notebook
 
 NB04 = REPO / "notebooks" / "04_acceptance.ipynb"
 TARGET = SAMPLES / "target"
-pytestmark = pytest.mark.skipif(not (TARGET / "model.safetensors").exists(),
-                                reason="trained target not built (make train-samples)")
+pytestmark = [pytest.mark.notebook,
+              pytest.mark.skipif(not (TARGET / "model.safetensors").exists(),
+                                 reason="trained target not built (make train-samples)")]
 SGLANG_LOG = ("[2026-01-01 00:00:00] Decode batch. #running-req: 1, #token: 90, token usage: 0.00, "
               "accept len: 1.03, accept rate: 0.01, cuda graph: True, "
               "gen throughput (token/s): 100.0, #queue-req: 0\n")

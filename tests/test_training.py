@@ -61,7 +61,7 @@ def test_smoke_training_saves_a_loadable_bf16_target(tokenizer, few_kb, tmp_path
     assert {t.dtype for t in tensors.values()} == {torch.bfloat16}
     assert tensors["lm_head.weight"].shape == (512, 64)
     assert len(metrics["curve"]) == 2 and metrics["curve"][-1]["step"] == 20
-    assert metrics["curve"][-1]["loss"] < metrics["curve"][0]["loss"] + 0.5
+    assert metrics["curve"][-1]["loss"] < metrics["curve"][0]["loss"]
     assert 0.0 <= metrics["heldout"]["acc"] <= 1.0 and metrics["heldout"]["tokens"] > 0
     assert json.loads((tmp_path / "training.json").read_text())["recipe"]["steps"] == 20
 
