@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 KERNEL := eagle3-nb
 
-.PHONY: setup test demo samples train-samples bench clean
+.PHONY: setup test test-fast demo samples train-samples bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ setup: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# No notebooks, no model runs: the header path, engines, viz, the rules of the house.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider -m "not notebook and not slow"
 
 # The full report on a bundled broken draft and the tiny target into reports/demo (an earlier
 # demo there is replaced). One torch thread: the tiny target gains nothing from more, and on a

@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from eagle3_nb.acceptance import simulate  # noqa: E402
-from eagle3_nb.wiring import Wiring  # noqa: E402
+from eagle3_nb.model import Wiring  # noqa: E402
 
 SAMPLES = REPO / "data_samples"
 
@@ -62,7 +62,7 @@ def sync(device) -> None:
 
 
 def tiny_case(device, dtype, args):
-    from eagle3_nb.hidden_check import read_prompts
+    from eagle3_nb.session import read_prompts
     from eagle3_nb.model import load_draft
     from eagle3_nb.target import TargetModel
 

@@ -11,7 +11,7 @@ Builds SPARSE sharded checkpoints in a temp dir: a Llama-3.3-70B-like EAGLE-3 dr
 size matches the declared data while no data block is written (a few MB on disk in all).
 
 Each measurement runs in a fresh interpreter (its peak RSS comes from wait4's ru_maxrss):
-  (a) eagle3_nb.checkpoint.Checkpoint.open(path), then every key's dtype and shape
+  (a) eagle3_nb.io.checkpoint.Checkpoint.open(path), then every key's dtype and shape
   (b) safetensors.safe_open(shard, framework="numpy") over every shard, every key's dtype
       and shape (get_slice: no data read)
   (c) `eagle3-nb inspect PATH --no-stats --json` (skipped when eagle3_nb.cli is missing)
@@ -109,7 +109,7 @@ def build_sparse(root: Path, target_bytes: int) -> tuple[int, int]:
 OURS = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from eagle3_nb.checkpoint import Checkpoint
+from eagle3_nb.io.checkpoint import Checkpoint
 t1 = time.perf_counter()
 ckpt = Checkpoint.open(sys.argv[1])
 listing = [(name, t.dtype, t.shape) for name, t in ckpt.tensors.items()]

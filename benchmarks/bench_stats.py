@@ -105,7 +105,7 @@ print(json.dumps({"seconds": dt, "bytes": total, "hwm_kb": int(hwm)}))
 
 SCAN = r"""
 import json, sys, time
-from eagle3_nb.checkpoint import Checkpoint
+from eagle3_nb.io.checkpoint import Checkpoint
 from eagle3_nb.stats import scan_stats
 ckpt = Checkpoint.open(sys.argv[1])
 chunk = int(sys.argv[2])

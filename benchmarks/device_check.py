@@ -34,10 +34,11 @@ sys.path.insert(0, str(REPO))
 
 from eagle3_nb.acceptance import simulate  # noqa: E402
 from eagle3_nb.features import draft_features  # noqa: E402
-from eagle3_nb.hidden_check import read_prompts  # noqa: E402
+from eagle3_nb.session import read_prompts  # noqa: E402
 from eagle3_nb.model import load_draft  # noqa: E402
 from eagle3_nb.target import TargetModel  # noqa: E402
-from eagle3_nb.wiring import Wiring, wiring_presets  # noqa: E402
+from eagle3_nb.model import Wiring  # noqa: E402
+from eagle3_nb.wirings import wiring_presets  # noqa: E402
 
 SAMPLES = REPO / "data_samples"
 TARGET = SAMPLES / "target"
@@ -94,10 +95,10 @@ def check_draft(checks, ref_draft, dev_draft, ref_target, prompts, device) -> No
 
 def engine_wiring(draft: str, engine: str) -> Wiring:
     """The named engine's wiring for a bundled draft (parameters it leaves unloaded included)."""
-    from eagle3_nb.checkpoint import Checkpoint
+    from eagle3_nb.io.checkpoint import Checkpoint
     from eagle3_nb.config import parse_config
     from eagle3_nb.engines import resolve_engines
-    from eagle3_nb.inspection import load_target_info
+    from eagle3_nb.checks.load import load_target_info
 
     ckpt = Checkpoint.open(SAMPLES / "drafts" / draft)
     shapes = {n: t.shape for n, t in ckpt.tensors.items()}

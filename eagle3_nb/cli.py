@@ -11,7 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from .errors import Eagle3NbError
+from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.io.resources import samples_dir
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -124,6 +125,23 @@ def build_parser() -> argparse.ArgumentParser:
                            "replaced)")
     demo.set_defaults(func=cmd_demo)
 
+    obs = sub.add_parser("observe", help="measure a running SGLang or vLLM server: send prompts, "
+                         "read back its speculative-decoding figures")
+    obs.add_argument("engine", choices=("sglang", "vllm"), help="the engine serving at URL")
+    obs.add_argument("url", help="the server's base URL, e.g. http://127.0.0.1:30000")
+    obs.add_argument("--prompts", default=None,
+                     help="JSON Lines with prompt or input_ids (default: the bundled prompts)")
+    obs.add_argument("--n-samples", type=int, default=8, help="prompts to send (default 8)")
+    obs.add_argument("--max-new-tokens", type=int, default=64)
+    obs.add_argument("--version", default=None,
+                     help="the SGLang release (its meta_info field names); detected if absent")
+    obs.add_argument("--model", default=None, help="vLLM: the served model (default: the only one)")
+    obs.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    obs.add_argument("--out", default=None,
+                     help="also write the figures as JSON, for --observed of accept and report")
+    obs.add_argument("--json", action="store_true", help="print the figures as JSON")
+    obs.set_defaults(func=cmd_observe)
+
     eng = sub.add_parser("engines", help="list the engine profiles and the versions they cover")
     eng.set_defaults(func=cmd_engines)
     return parser
@@ -142,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_inspect(args) -> int:
-    from .inspection import inspect_checkpoint
+    from eagle3_nb.checks.load import inspect_checkpoint
 
     result = inspect_checkpoint(args.path, args.engine, args.target_config,
                                 stats=not args.no_stats, stats_budget=args.stats_budget)
@@ -150,14 +168,14 @@ def cmd_inspect(args) -> int:
     if args.json:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
-        from .viz.text import inspection_table
+        from eagle3_nb.viz.text import inspection_table
         print(inspection_table(data))
     return EXIT_FINDINGS if result.has_errors else EXIT_OK
 
 
 def cmd_convert(args) -> int:
-    from .convert import convert_checkpoint
-    from .inspection import inspect_checkpoint
+    from eagle3_nb.convert import convert_checkpoint
+    from eagle3_nb.checks.load import inspect_checkpoint
 
     result = convert_checkpoint(args.src, args.dst, to=args.to, engine=args.engine,
                                 fix_d2t=args.fix_d2t)
@@ -178,19 +196,20 @@ def cmd_convert(args) -> int:
 
 
 def cmd_vocab(args) -> int:
-    from .inspection import check_vocab
+    from eagle3_nb.checks.vocab import check_vocab
 
     data = check_vocab(args.path, args.tokenizer, args.corpus, args.engine)
     if args.json:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
-        from .viz.text import vocab_text
+        from eagle3_nb.viz.text import vocab_text
         print(vocab_text(data))
     return EXIT_FINDINGS if any(f["severity"] == "error" for f in data["findings"]) else EXIT_OK
 
 
 def cmd_accept(args) -> int:
-    from .hidden_check import measure_acceptance, named_wirings
+    from eagle3_nb.checks.acceptance import measure_acceptance
+    from eagle3_nb.session import named_wirings
 
     if not args.checkpoint or not (args.target or args.hidden_states):
         raise Eagle3NbError("accept needs CHECKPOINT and --target DIR or --hidden-states DIR",
@@ -201,8 +220,7 @@ def cmd_accept(args) -> int:
         for name, w in named_wirings(args.checkpoint, args.target).presets.items():
             print(f"{name:<30} {w.note}")
         return EXIT_OK
-    prompts = args.prompts or str(Path(__file__).resolve().parent.parent / "data_samples"
-                                  / "prompts.jsonl")
+    prompts = args.prompts or str(samples_dir() / "prompts.jsonl")
     if args.what_if or args.observed is not None:
         return _accept_what_if(args, prompts)
     result = measure_acceptance(args.checkpoint, args.target, prompts, args.wiring,
@@ -221,7 +239,7 @@ def cmd_accept(args) -> int:
 
 
 def _accept_what_if(args, prompts: str) -> int:
-    from .hidden_check import what_if
+    from eagle3_nb.checks.acceptance import what_if
 
     report = what_if(args.checkpoint, args.target, prompts, args.observed, args.num_steps,
                      args.max_new_tokens, args.n_samples, args.device,
@@ -241,7 +259,7 @@ def _accept_what_if(args, prompts: str) -> int:
 
 def _accept_on_dumps(args) -> int:
     """No target head: teacher-forced scoring against the recorded tokens, labelled as such."""
-    from .hidden_dumps import score_on_dumps
+    from eagle3_nb.checks.acceptance import score_on_dumps
 
     result = score_on_dumps(args.checkpoint, args.hidden_states, args.num_steps, [args.wiring],
                             args.n_samples, args.device, args.target)[0]
@@ -258,7 +276,7 @@ def _accept_on_dumps(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .triage import ReportOptions, run_report
+    from eagle3_nb.report.run import ReportOptions, run_report
 
     def path(p):
         return None if p is None else Path(p)
@@ -285,7 +303,7 @@ def _print_report(summary: dict) -> None:
 
 
 def cmd_demo(args) -> int:
-    from .triage import run_demo
+    from eagle3_nb.report.run import run_demo
 
     print("eagle3-nb report data_samples/drafts/layers0-flat --target data_samples/target "
           f"--out {args.out} ...", file=sys.stderr, flush=True)
@@ -294,8 +312,32 @@ def cmd_demo(args) -> int:
     return EXIT_FINDINGS if summary["verdict"]["failed"] else EXIT_OK
 
 
+def cmd_observe(args) -> int:
+    from eagle3_nb.io.files import atomic_write_text
+    from eagle3_nb.observed.client import measure_server, read_prompt_file
+
+    if args.n_samples < 1:
+        raise Eagle3NbError(f"--n-samples {args.n_samples} is below 1", "--n-samples",
+                            "send at least one prompt")
+    prompts = read_prompt_file(args.prompts or samples_dir() / "prompts.jsonl", args.n_samples)
+    extra = ({"version": args.version} if args.engine == "sglang" else {"model": args.model})
+    obs = measure_server(args.engine, args.url, prompts, args.max_new_tokens,
+                         timeout=args.timeout, **extra)
+    if args.out:
+        atomic_write_text(Path(args.out), obs.to_json() + "\n")
+    if args.json:
+        print(obs.to_json())
+    else:
+        print(obs.headline())
+        for note in obs.notes:
+            print(f"  note: {note}")
+        if args.out:
+            print(f"written to {args.out} (eagle3-nb accept/report --observed {args.out})")
+    return EXIT_OK
+
+
 def cmd_engines(args) -> int:
-    from .engines import PROFILES
+    from eagle3_nb.engines import PROFILES
 
     for p in PROFILES:
         print(f"{p.key:<16} covers {p.range_text():<28} {p.evidence}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ConfigError
+from eagle3_nb.errors import ConfigError
 
 TOP, EAGLE, LAYER, DEFAULT, ABSENT = ("top_level", "eagle_config", "transformer_layer_config",
                                       "default", "absent")

@@ -16,9 +16,9 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from .features import draft_features
-from .target import TargetOutput
-from .wiring import Wiring
+from eagle3_nb.features import draft_features
+from eagle3_nb.target import TargetOutput
+from eagle3_nb.model import Wiring
 
 
 def positions(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -89,7 +89,7 @@ def feature_drift(draft, out: TargetOutput | Sequence[TargetOutput], served: Wir
     trained, on the same target pass(es) (several: weighted by positions). The served side
     computes with the parameters the engine leaves unloaded reset (model.as_engine_leaves;
     pass `served_draft` when the caller already holds that copy), so a reset fc counts."""
-    from .model import as_engine_leaves
+    from eagle3_nb.model import as_engine_leaves
 
     outs = [out] if isinstance(out, TargetOutput) else list(out)
     engine = served_draft if served_draft is not None else as_engine_leaves(draft, served)

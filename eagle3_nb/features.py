@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import Eagle3NbError
-from .wiring import Wiring
+from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.model import Wiring
 
 
 def draft_features(out, wiring: Wiring) -> torch.Tensor:

@@ -7,6 +7,11 @@ from typing import Any
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2}
+# d2t formats: the answers notebook 02 gives (vocab.VocabMapping.format), stable in its JSON
+OFFSET, ABSOLUTE, MISSING, IDENTITY, AMBIGUOUS, INVALID = (
+    "offset", "absolute", "missing", "identity", "ambiguous", "invalid")
+LOW_COVERAGE = 0.85   # below this share of target tokens in the draft vocab, warn
+SUMMARY_VERSION = 1  # of every summary.json the notebooks and the report write
 
 # Stable codes. Never rename one; add new ones at the end of their group.
 CODES: dict[str, str] = {
@@ -82,3 +87,129 @@ def collapses(value: float | None, trained: float | None) -> bool:
 
 def has_errors(findings: list[Finding]) -> bool:
     return any(f.severity == ERROR for f in findings)
+
+
+# ----------------------------------------------------------------------------- next steps
+
+# The next thing to try per finding code ({engine}: the profile it holds for). Commands are the
+# kit's own; engine facts are from ../shared/DOMAIN.md and the notes it cites.
+NEXT_STEPS: dict[str, str] = {
+    "KEYS_DROPPED": "convert a copy to the layout {engine} loads: eagle3-nb convert CKPT NEW "
+                    "--engine {engine} (never in place), then serve the copy",
+    "PARAMS_UNLOADED": "same fix as the dropped keys: convert a copy for {engine}; unloaded "
+                       "linear weights hold uninitialised memory",
+    "LOAD_ERROR": "read the message: usually a config dialect or key layout {engine} does not "
+                  "read; eagle3-nb convert CKPT NEW --engine {engine}, or serve with an engine "
+                  "version whose verdict is ok",
+    "SHAPE_MISMATCH": "config.json and the weights disagree: re-export from the trainer, or fix "
+                      "config.json in a copy",
+    "AUX_LAYERS_DEFAULTED": "declare the layer ids training captured where {engine} reads them "
+                            "({aux_ids_where}); notebook 03 shows what each choice gives",
+    "AUX_LAYER_CONVENTION": "write the ids in the convention {engine} reads ({aux_ids_convention}); "
+                            "compare the wirings in notebooks 03 and 04",
+    "AUX_COUNT_MISMATCH": "make num_aux_hidden_states / the eagle_config id list agree with "
+                          "fc's input width divided by the target hidden size",
+    "FC_SKIPPED": "make the engine capture the aux layers (use_aux_hidden_state true, "
+                  "{capture_switch}) so the A x H wide concat reaches fc",
+    "NAN_WEIGHTS": "re-export the weights from the trainer's state: a NaN or never-trained "
+                   "lm_head or embedding gives accept length 1.00",
+    "CONTEXT_TOO_SHORT": "serve with a context no longer than the draft's "
+                         "max_position_embeddings, or accept lower acceptance on long prompts"
+                         "{context_override}",
+    "REMOTE_CODE": "nothing to fix: serve without --trust-remote-code",
+    "NORM_FLAG_AMBIGUOUS": "write the flag the trainer used explicitly into config.json (in a "
+                           "copy) so every engine computes the trained draft",
+    "NORM_FLAG_IGNORED": "{engine} computes the draft differently from training: measure the "
+                         "gap with notebook 04's what-if wirings, or serve with an engine that "
+                         "reads the flag",
+    "EMBED_REPLACED": "nothing to do when the draft was trained with the target's embeddings "
+                      "(the usual case)",
+    "LM_HEAD_FROM_TARGET": "check draft_vocab_size: {engine} uses the target's lm_head",
+    "STATS_SKIPPED": "scan every tensor: eagle3-nb inspect CKPT --stats-budget 8G",
+    "D2T_MISSING": "rebuild d2t: eagle3-nb convert CKPT NEW --fix-d2t (from t2d when present), "
+                   "else from the training token counts",
+    "D2T_ABSOLUTE": "eagle3-nb convert CKPT NEW --fix-d2t writes offsets into a copy and "
+                    "re-reads it to prove the fix",
+    "D2T_INVALID": "re-export the trainer's mapping; do not patch the table by hand",
+    "D2T_AMBIGUOUS": "change nothing: find the trainer's t2d or look up a few ids with the "
+                     "tokenizer (notebook 02); trainers write offsets",
+    "T2D_MISMATCH": "find which of d2t and t2d the trainer wrote; engines use only d2t",
+    "LOW_VOCAB_COVERAGE": "the draft vocabulary caps acceptance on this corpus: retrain with a "
+                          "larger draft_vocab_size or token counts from serving-like data",
+    "ACCEPT_AT_FLOOR": "the weights or the training data are the problem, not the serving: "
+                       "check what training fed the draft (hidden states, TTT steps, loss) and "
+                       "re-export",
+    "ACCEPT_COLLAPSES": "fix how {engine} serves the draft (the what-if table in notebook 04 "
+                        "names the switch: layout, layer ids, EAGLE3, norm flags), not the "
+                        "weights",
+    "ACCEPT_MISMATCH": "find the what-if wiring in notebook 04 that reproduces the engine's "
+                       "figure: it names what the engine does differently from training",
+    "HIDDEN_COLLAPSES": "fix how {engine} serves the draft, not the weights: notebook 03's "
+                        "wirings table says what differs (fc skipped, layer ids, parameters "
+                        "left unloaded); notebook 01 names the keys and flags",
+    "HIDDEN_LAYERS_DIFFER": "declare the layer ids training captured where and in the convention "
+                            "{engine} reads them ({aux_ids_where}; {aux_ids_convention}); do not "
+                            "judge the fix by how small the loss is on one target",
+}
+
+
+# What a next step says about an engine when it names none (engines.advice.next_step fills
+# these from the engine's profile instead).
+ENGINE_FACTS_UNKNOWN = {
+    "aux_ids_where": "notebook 01's aux layers table names where each engine reads them",
+    "aux_ids_convention": "notebook 01's aux layers table shows what each engine captures",
+    "capture_switch": "the engine's EAGLE-3 mode, not EAGLE",
+    "context_override": "",
+}
+
+
+def next_step(code: str | None, engines: list[str | None] | None = None,
+              checkpoint: str | None = None, facts: dict[str, str] | None = None) -> str:
+    """The next thing to try for a finding, with the engine and checkpoint filled in. Of
+    several engines the last (the inspection lists versions oldest first) goes into the
+    command; the others are named after it. `facts` are that engine's serving facts
+    (engines.advice.engine_facts); without them the text points at where the kit shows them."""
+    named = [e for e in engines or [] if e]
+    text = NEXT_STEPS.get(code or "", "see the notebook that reported it")
+    if "{engine}" in text and len(named) > 1:
+        text += f" (likewise for {', '.join(named[:-1])})"
+    for name, value in {**ENGINE_FACTS_UNKNOWN, **(facts or {})}.items():
+        text = text.replace("{" + name + "}", value)
+    ckpt = checkpoint or "CKPT"
+    return (text.replace("{engine}", named[-1] if named else "the engine version you serve with")
+            .replace("CKPT NEW", f"{ckpt} {ckpt}-converted").replace("CKPT", ckpt))
+
+
+# ----------------------------------------------------------------------------- verdict line
+
+def engine_codes(data: dict[str, Any], severity: str = "error") -> dict[str, list[str]]:
+    """profile -> finding codes of `severity` that hold for it (its own and the global ones),
+    unique, errors-first order as in the inspection."""
+    out: dict[str, list[str]] = {}
+    for e in data.get("engines", []):
+        codes: list[str] = []
+        for f in data.get("findings", []):
+            if f["severity"] == severity and f["engine"] in (None, e["profile"]) \
+                    and f["code"] not in codes:
+                codes.append(f["code"])
+        out[e["profile"]] = codes
+    return out
+
+
+def verdicts(data: dict[str, Any]) -> dict[str, str]:
+    return {e["profile"]: e["verdict"] for e in data.get("engines", [])}
+
+
+def verdict_line(data: dict[str, Any], sep: str = "; ") -> str:
+    """'sglang==0.5.9: silent_failure (KEYS_DROPPED, PARAMS_UNLOADED); vllm==0.33: ok; ...'
+    Non-ok verdicts list the error codes behind them; ok verdicts list warnings, if any."""
+    errors, warnings = engine_codes(data, "error"), engine_codes(data, "warning")
+    parts = []
+    for profile, verdict in verdicts(data).items():
+        if verdict != "ok" and errors[profile]:
+            parts.append(f"{profile}: {verdict} ({', '.join(errors[profile])})")
+        elif verdict == "ok" and warnings[profile]:
+            parts.append(f"{profile}: ok (warnings: {', '.join(warnings[profile])})")
+        else:
+            parts.append(f"{profile}: {verdict}")
+    return sep.join(parts)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .config import DraftConfig
+from eagle3_nb.config import DraftConfig
 
 WRAPPER_PREFIXES = ("model.", "draft_model.", "module.", "_orig_mod.", "eagle_module.")
 ROOTS = ("fc.", "midlayer.", "layers.", "norm.", "lm_head.", "embed_tokens.", "input_norm.",

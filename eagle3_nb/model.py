@@ -28,9 +28,53 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import DraftConfig
-from .errors import DraftIdOutOfRange, Eagle3NbError
-from .wiring import Wiring
+from eagle3_nb.config import DraftConfig
+from eagle3_nb.errors import DraftIdOutOfRange, Eagle3NbError
+from eagle3_nb.io.checkpoint import Checkpoint
+
+# --- switches: how the same weights are wired (as trained, as an engine serves them) ------
+
+FC_RULES = ("always", "engine")            # engine: skip fc when the input is H wide (SGLang)
+# "zeros": no target state at all (the draft's token path alone: the floor a tiny, predictable
+# target leaves even when the features are useless); or "aux:<i>": the i-th captured layer alone
+HIDDEN_SOURCES = ("concat", "final_norm", "zeros")
+D2T_MODES = ("offsets", "absolute", "none")
+EXTRA_LAYER_NORMS = ("input_layernorm", "hidden_norm")
+
+
+@dataclass(frozen=True)
+class Wiring:
+    name: str
+    layer_ids: tuple[int, ...] | None      # target hidden_states indices captured (None: need L)
+    hidden_source: str = "concat"
+    fc_rule: str = "always"
+    d2t_mode: str = "offsets"
+    norm_before_residual: bool = False
+    norm_output: bool = False
+    extra_layer_norm: str = "input_layernorm"  # pre-attention norm of decoder layers >= 1
+    # draft parameters the engine leaves at their initial values (kit names, e.g. layers.0.mlp.
+    # up_proj.weight): the run resets them as the engine's allocation would leave them
+    reset_params: tuple[str, ...] = ()
+    engine_error: str = ""                 # non-empty: the engine refuses to serve it (no run)
+    note: str = ""
+    engine: str = ""                       # the profile (NAME==VERSION) it serves as; "": the kit's
+
+    def __post_init__(self):
+        ok = (self.fc_rule in FC_RULES and self.d2t_mode in D2T_MODES
+              and self.extra_layer_norm in EXTRA_LAYER_NORMS
+              and (self.hidden_source in HIDDEN_SOURCES or self.hidden_source.startswith("aux:")))
+        if not ok:
+            raise Eagle3NbError(f"wiring {self.name!r} has an unknown switch value", None,
+                                f"fc_rule {FC_RULES}, d2t_mode {D2T_MODES}, hidden_source "
+                                f"{HIDDEN_SOURCES} or aux:<i>, extra_layer_norm {EXTRA_LAYER_NORMS}")
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "layer_ids": list(self.layer_ids) if self.layer_ids else None,
+                "hidden_source": self.hidden_source, "fc_rule": self.fc_rule,
+                "d2t_mode": self.d2t_mode, "norm_before_residual": self.norm_before_residual,
+                "norm_output": self.norm_output, "extra_layer_norm": self.extra_layer_norm,
+                "reset_params": list(self.reset_params), "engine_error": self.engine_error,
+                "note": self.note, "engine": self.engine}
 
 
 class RMSNorm(nn.Module):
@@ -403,19 +447,16 @@ def as_engine_leaves(draft: Eagle3Draft, wiring: Wiring, seed: int = 0) -> Eagle
 
 # --- loading -----------------------------------------------------------------------------------
 
-def load_draft(path: str | Path, device: str | torch.device = "cpu",
+def load_draft(path: str | Path | Checkpoint, device: str | torch.device = "cpu",
                dtype: torch.dtype = torch.float32, embed_from: str | Path | None = None,
                wiring: Wiring | None = None) -> Eagle3Draft:
     """A draft checkpoint of either layout as an Eagle3Draft in eval mode. `embed_from` names a
     target checkpoint directory to borrow embed_tokens from when the draft has none (or only
     NaN ones, as speculators saves them when the verifier was never loaded)."""
-    from .checkpoint import Checkpoint
-    from .config import parse_config
-    from .layouts import split_key
-
-    ckpt = Checkpoint.open(path)
-    cfg = parse_config(ckpt.config_raw, str(ckpt.path / "config.json"))
-    tensors = {split_key(n).canonical or n: t for n, t in _read_tensors(ckpt).items()}
+    ckpt = path if isinstance(path, Checkpoint) else Checkpoint.open(path)
+    cfg = ckpt.config
+    by_name = _read_tensors(ckpt)
+    tensors = {canon: by_name[key] for canon, key in ckpt.canonical_keys.items()}
     fc = tensors.get("fc.weight")
     num_aux = fc.shape[1] // cfg.Ht if fc is not None and fc.shape[1] % cfg.Ht == 0 else None
     draft = Eagle3Draft(cfg, num_aux, wiring)
@@ -448,8 +489,6 @@ def _load_embeddings(tensors: dict, embed_from, cfg: DraftConfig) -> None:
 
 
 def read_target_embeddings(target_dir: str | Path, vocab_size: int, hidden: int) -> torch.Tensor:
-    from .checkpoint import Checkpoint
-
     target = Checkpoint.open(target_dir)
     names = [n for n in target.tensors if n.endswith("embed_tokens.weight")]
     if not names:
@@ -488,3 +527,53 @@ def _load_state(draft: Eagle3Draft, tensors: dict[str, torch.Tensor]) -> None:
     draft.load_state_dict(state)
     draft.loaded_keys = sorted(n for n in tensors if n != "t2d")
     draft.missing_keys = sorted(n for n in state if n not in tensors and n != "inv_freq")
+
+
+def _attend(layer, a, positions, inv_freq, past_k, past_v):
+    """Attention of one TTT step: causal over step-0 keys, diagonal over later steps' keys."""
+    att = layer.self_attn
+    B, T, _ = a.shape
+    q, k, v = att.qkv(a, positions, inv_freq)
+    past_k.append(k)
+    past_v.append(v)
+    g = att.nh // att.nkv
+    keys = [kk.repeat_interleave(g, 1) for kk in past_k]
+    vals = [vv.repeat_interleave(g, 1) for vv in past_v]
+    scale = 1.0 / math.sqrt(att.hd)
+    causal = torch.ones(T, T, dtype=torch.bool, device=a.device).tril()
+    s0 = (q @ keys[0].transpose(-1, -2) * scale).masked_fill(~causal, float("-inf"))
+    diag = [((q * kk).sum(-1, keepdim=True) * scale) for kk in keys[1:]]
+    p = torch.softmax(torch.cat([s0, *diag], -1), -1)
+    out = p[..., :T] @ vals[0]
+    for i, vv in enumerate(vals[1:]):
+        out = out + p[..., T + i:T + i + 1] * vv
+    return att.o_proj(out.transpose(1, 2).reshape(B, T, att.nh * att.hd))
+
+
+def ttt_logits(draft: Eagle3Draft, tokens: torch.Tensor, feats: torch.Tensor, n_steps: int):
+    """Logits of each TTT step over the positions that have a token j+1 ahead: list of
+    [B, T - 1 - j, Vd]. tokens [B, T], feats [B, T, A*Ht] (target features at each position)."""
+    if len(draft.layers) != 1:
+        raise Eagle3NbError(f"teacher-forced TTT scoring handles one-layer drafts; this one has "
+                            f"{len(draft.layers)}", None,
+                            "score it with a live target (simulated acceptance) instead")
+    layer, B, T = draft.layers[0], tokens.shape[0], tokens.shape[1] - 1
+    h = draft.project(feats[:, :T], draft.wiring)[0]
+    base = torch.arange(T, device=tokens.device).expand(B, T)
+    past_k, past_v, out = [], [], []
+    for j in range(n_steps):
+        n = T - j                                    # positions with a token j+1 ahead
+        embeds = draft.embed_tokens(tokens[:, 1 + j:1 + j + n])
+        x = h[:, :n]
+        normed = layer.hidden_norm(x)
+        residual = normed if draft.wiring.norm_before_residual else x
+        a = torch.cat([layer.input_layernorm(embeds), normed], -1)
+        pk = [k[:, :, :n] for k in past_k]
+        pv = [v[:, :, :n] for v in past_v]
+        y = residual + _attend(layer, a, base[:, :n] + j, draft.inv_freq, pk, pv)
+        y = y + layer.mlp(layer.post_attention_layernorm(y))
+        past_k, past_v = pk, pv
+        normed_out = draft.norm(y)
+        out.append(draft.lm_head(normed_out))
+        h = normed_out if draft.wiring.norm_output else y
+    return out

@@ -23,9 +23,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
-from .findings import ERROR, INFO, WARNING, Finding
-from .layouts import split_key
-from .safetensors_io import FLOAT_DTYPES, INT_DTYPES, TensorInfo, iter_chunks
+from eagle3_nb.findings import ERROR, INFO, WARNING, Finding
+from eagle3_nb.layouts import split_key
+from eagle3_nb.io.safetensors import FLOAT_DTYPES, INT_DTYPES, TensorInfo, iter_chunks
 
 DEFAULT_BUDGET_BYTES = 1 << 30
 MAX_PROBES = 64
@@ -70,6 +70,8 @@ class TensorStats:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["shape"] = list(self.shape)
+        out["kind"] = self.kind
+        out["flags"] = [list(f) for f in tensor_flags(out)]
         return out
 
 
@@ -414,3 +416,28 @@ def _gb(n: int) -> str:
     if n >= 1 << 20:
         return f"{n / (1 << 20):.1f} MiB"
     return f"{n} bytes"
+
+
+def tensor_flags(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, severity) of what looks wrong in one tensor's statistics (NaN/Inf, all zeros,
+    constant, a norm weight still at its initial 1.0): one tensor's JSON row in, the labels the
+    notebook shows beside it out (stats_findings says the same as findings)."""
+    out: list[tuple[str, str]] = []
+    numel = s.get("numel") or 0
+    if not _is_float_dtype(s.get("dtype", "")) or s.get("n_true") is not None or not numel:
+        return out
+    if s.get("n_nan") or s.get("n_inf"):
+        out.append(("NaN/Inf", "error"))
+        return out
+    name = s.get("name", "")
+    if s.get("n_zero") == numel and name.endswith("weight"):
+        out.append(("all zeros: never trained?", "error"))
+    elif s.get("constant") and numel > 1 and not is_norm(name):
+        out.append((f"constant {s.get('min'):.4g}: never trained?", "error"))
+    elif s.get("constant") and is_norm(name) and s.get("min") == 1.0:
+        out.append(("all 1.0: untouched norm?", "warning"))
+    return out
+
+
+def _is_float_dtype(dtype: str) -> bool:
+    return str(dtype).upper() in FLOAT_DTYPES

@@ -36,8 +36,8 @@ from typing import Any, Sequence
 
 import torch
 
-from .checkpoint import read_json
-from .errors import CheckpointError, DumpFormatError, Eagle3NbError, UnsafeInputError
+from eagle3_nb.io.checkpoint import read_json
+from eagle3_nb.errors import CheckpointError, DumpFormatError, Eagle3NbError, UnsafeInputError
 
 CONVENTIONS = {"hf": 0, "output_of_layer": 1}   # id -> hidden_states[id + offset]
 FINAL_STATES = ("hf", "pre_norm")               # what index L means
@@ -509,7 +509,7 @@ def read_speculators_dump(path_or_dir: str | Path, layer_ids: Sequence[int] | No
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    from .safetensors_io import read_header
+    from eagle3_nb.io.safetensors import read_header
 
     path = Path(path_or_dir)
     where = str(path)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .wiring import Wiring
+from eagle3_nb.model import Wiring
 
 
 @dataclass

@@ -16,12 +16,10 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .errors import CheckpointError, Eagle3NbError
-from .findings import ERROR, WARNING, Finding
+from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.findings import (ABSOLUTE, AMBIGUOUS, ERROR, IDENTITY, INVALID, LOW_COVERAGE, MISSING,
+                                OFFSET, WARNING, Finding)
 
-OFFSET, ABSOLUTE, MISSING, IDENTITY, AMBIGUOUS, INVALID = (
-    "offset", "absolute", "missing", "identity", "ambiguous", "invalid")
-LOW_COVERAGE = 0.85   # below this share of target tokens in the draft vocab, warn
 _SHOW = 8             # offending indices spelled out in evidence
 
 
@@ -60,25 +58,10 @@ class VocabMapping:
     # --- construction ------------------------------------------------------------------------
     @classmethod
     def from_checkpoint(cls, ckpt, cfg) -> "VocabMapping":
-        from .layouts import split_key
-
-        names = {split_key(n).canonical: n for n in ckpt.tensors}
+        names = ckpt.canonical_keys
         d2t = ckpt.read_array(names["d2t"]) if "d2t" in names else None
         t2d = ckpt.read_array(names["t2d"]) if "t2d" in names else None
         return cls(cfg.Vd, cfg.vocab_size, d2t, t2d, str(ckpt.path))
-
-    @classmethod
-    def from_file(cls, path: str | Path, draft_vocab_size: int | None = None,
-                  vocab_size: int | None = None) -> "VocabMapping":
-        """A SpecForge `vocab_mapping/*.pt` / SafeAILab `cache.pt` ({"d2t", "t2d"}, loaded with
-        weights_only=True) or a directory with speculators' `d2t.npy` / `t2d.npy`."""
-        d2t, t2d = _read_mapping_file(Path(path))
-        vd = draft_vocab_size or (len(d2t) if d2t is not None else None)
-        vt = vocab_size or (len(t2d) if t2d is not None else None)
-        if vd is None or vt is None:
-            raise Eagle3NbError("cannot tell the vocab sizes from this file alone", str(path),
-                                "pass draft_vocab_size and vocab_size")
-        return cls(vd, vt, d2t, t2d, str(path))
 
     # --- detection ---------------------------------------------------------------------------
     def _detect(self) -> str:
@@ -227,6 +210,12 @@ class VocabMapping:
             rows.append(row)
         return rows
 
+    def tables(self) -> "MappingTables":
+        return MappingTables(self)
+
+    def suspicious_entries(self) -> dict[int, list[str]]:
+        return suspicious_entries(self)
+
     @property
     def t2d_agrees(self) -> bool | None:
         if self.t2d is None or not self.readings:
@@ -271,38 +260,6 @@ def _span(ids: np.ndarray) -> str:
     if len(ids) <= 6:
         return str(ids.tolist())
     return f"[{', '.join(map(str, ids[:3].tolist()))}, ..., {', '.join(map(str, ids[-3:].tolist()))}]"
-
-
-def _read_mapping_file(path: Path) -> tuple[np.ndarray | None, np.ndarray | None]:
-    if path.is_dir():
-        d2t, t2d = path / "d2t.npy", path / "t2d.npy"
-        if not d2t.exists() and not t2d.exists():
-            raise CheckpointError("no d2t.npy / t2d.npy here", str(path),
-                                  "pass a vocab mapping .pt file or a directory with the .npy files")
-        return (np.load(d2t, allow_pickle=False) if d2t.exists() else None,
-                np.load(t2d, allow_pickle=False) if t2d.exists() else None)
-    if path.suffix == ".npy":
-        return np.load(path, allow_pickle=False), None
-    return _read_torch_mapping(path)
-
-
-def _read_torch_mapping(path: Path):
-    import pickle
-
-    import torch
-
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        raise CheckpointError("the file needs more than plain tensors to unpickle", str(path),
-                              "the kit loads pickles with weights_only=True only") from None
-    except (RuntimeError, OSError, EOFError) as exc:
-        raise CheckpointError(f"cannot read it ({str(exc).splitlines()[0]})", str(path),
-                              "pass a torch.save'd {'d2t', 't2d'} dict") from None
-    if not isinstance(obj, dict) or "d2t" not in obj and "t2d" not in obj:
-        raise CheckpointError("not a {'d2t', 't2d'} dict", str(path),
-                              "pass the vocab mapping file the trainer cached")
-    return tuple(obj[k].numpy() if k in obj else None for k in ("d2t", "t2d"))
 
 
 # --- building and coverage ---------------------------------------------------------------------
@@ -388,7 +345,7 @@ def token_strings(tokenizer, ids: Iterable[int]) -> list[str | None]:
 def read_corpus(path: str | Path, tokenizer=None) -> tuple[list[list[int]], list[list[int]] | None]:
     """Token sequences (and loss masks when given) from JSON Lines (`input_ids` [+ `loss_mask`],
     or `text`/`prompt` with a tokenizer) or a plain text file (with a tokenizer)."""
-    from .checkpoint import iter_jsonl
+    from eagle3_nb.io.checkpoint import iter_jsonl
 
     p = Path(path)
     if not p.is_file():
@@ -414,3 +371,95 @@ def _encode(tokenizer, text: str, where: Path) -> list[int]:
         raise Eagle3NbError("text in the corpus needs a tokenizer", str(where),
                             "pass --tokenizer (the target's tokenizer.json)")
     return tokenizer.encode(text, add_special_tokens=False).ids
+
+
+class MappingTables:
+    """The arrays every view of a VocabMapping needs, derived once (VocabMapping.tables())."""
+
+    def __init__(self, mapping):
+        self.Vd, self.Vt = int(mapping.draft_vocab_size), int(mapping.vocab_size)
+        self.format = mapping.format
+        self.problems = list(mapping.problems)
+        # a d2t that failed the shape/dtype checks has no readings: nothing to map with
+        self.usable = mapping.d2t is None or bool(mapping.readings)
+        self.d2t = mapping.d2t if (mapping.d2t is not None and self.usable) else None
+        if self.d2t is not None:
+            self.offsets = mapping.readings["offsets"].ids
+            self.absolute = mapping.readings["absolute"].ids
+        else:
+            self.offsets = np.arange(self.Vd, dtype=np.int64)  # what engines do without d2t
+            self.absolute = None
+        t2d = mapping.t2d
+        self.t2d = t2d if t2d is not None and t2d.ndim == 1 and len(t2d) == self.Vt else None
+        self.kept = np.flatnonzero(self.t2d) if self.t2d is not None else None
+        self.intended = mapping.intended_ids if self.usable else None
+
+    @property
+    def absolute_is_candidate(self) -> bool:
+        """The absolute reading is worth showing (not just the mistake engines never make)."""
+        return self.absolute is not None and self.format in (ABSOLUTE, AMBIGUOUS, INVALID)
+
+    @staticmethod
+    def duplicates(ids: np.ndarray) -> dict[int, int]:
+        return duplicates(ids)
+
+    def in_range(self, ids: np.ndarray) -> np.ndarray:
+        return (ids >= 0) & (ids < self.Vt)
+
+    def in_t2d(self, ids: np.ndarray) -> np.ndarray | None:
+        if self.t2d is None:
+            return None
+        ok = self.in_range(ids)
+        out = np.zeros(len(ids), dtype=bool)
+        out[ok] = self.t2d[ids[ok]]
+        return out
+
+
+def duplicates(ids: np.ndarray) -> dict[int, int]:
+    """draft id -> the earlier draft id with the same target id."""
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    owner = first[inverse]
+    dup = np.flatnonzero(owner != np.arange(len(ids)))
+    return {int(i): int(owner[i]) for i in dup}
+
+
+def suspicious_entries(mapping) -> dict[int, list[str]]:
+    """draft id -> why it is suspicious, most serious first; the dict is ordered by seriousness
+    (out of range, repeated target, not in t2d, d2t decreasing, engines vs trainer intent) and
+    then by draft id."""
+    t = MappingTables(mapping)
+    if not t.usable:
+        return {}
+    reasons: dict[int, list[tuple[int, str]]] = {}
+
+    def add(idx, prio, text_of):
+        for i in np.asarray(idx).tolist():
+            reasons.setdefault(int(i), []).append((prio, text_of(int(i))))
+
+    readings = [("offsets", t.offsets)] if t.d2t is not None else []
+    if t.absolute_is_candidate:
+        readings.append(("absolute", t.absolute))
+    for name, ids in readings:
+        what = "i + d2t[i]" if name == "offsets" else "d2t[i]"
+        add(np.flatnonzero(~t.in_range(ids)), 0,
+            lambda i, ids=ids, name=name, what=what:
+            f"as {name}: {what} = {ids[i]} is outside [0, {t.Vt})")
+        for i, j in duplicates(ids).items():
+            reasons.setdefault(i, []).append(
+                (1, f"as {name}: target {ids[i]} repeats draft id {j}'s"))
+        inside = t.in_t2d(ids)
+        if inside is not None:
+            add(np.flatnonzero(t.in_range(ids) & ~inside), 2,
+                lambda i, ids=ids, name=name: f"as {name}: target {ids[i]} is not marked in t2d")
+    if t.d2t is not None:
+        add(np.flatnonzero(np.diff(t.d2t) < 0) + 1, 3,
+            lambda i: f"d2t[{i}] = {t.d2t[i]} < d2t[{i - 1}] = {t.d2t[i - 1]}: trainers store a "
+                      "sorted list, so d2t never decreases")
+    elif t.t2d is not None and t.Vd != t.Vt:
+        add(np.flatnonzero(~t.in_t2d(t.offsets)), 2,
+            lambda i: f"no d2t: engines use target {i}, which t2d does not keep")
+    if t.intended is not None:
+        add(np.flatnonzero(t.offsets != t.intended), 4,
+            lambda i: f"engines compute target {t.offsets[i]}, the trainer meant {t.intended[i]}")
+    order = sorted(reasons, key=lambda i: (min(p for p, _ in reasons[i]), i))
+    return {i: [text for _, text in sorted(reasons[i])] for i in order}

@@ -16,9 +16,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .acceptance import AcceptanceResult, simulate
-from .errors import Eagle3NbError
-from .wiring import Wiring
+from eagle3_nb.acceptance import AcceptanceResult, simulate
+from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.model import Wiring
 
 # Two figures agree when they differ by less than this many standard errors of the simulated
 # mean (the observed one's is unknown), plus a floor for engine-side noise.
@@ -79,7 +79,7 @@ def run_what_if(draft, target, prompts, wirings: dict[str, Wiring], num_steps: i
 
 def _switches_key(wiring: Wiring) -> str:
     switches = wiring.to_json()
-    for label in ("name", "note"):
+    for label in ("name", "note", "engine"):  # labels, not switches
         switches.pop(label)
     return repr(sorted(switches.items()))
 

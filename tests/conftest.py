@@ -84,7 +84,7 @@ def write_dumps(directory: Path, layers=(2, 4, 5, 8), n: int = 4, target=None) -
     import torch
     from safetensors.torch import save_file
 
-    from eagle3_nb.hidden_check import read_prompts
+    from eagle3_nb.session import read_prompts
     from eagle3_nb.target import TargetModel
 
     target = target or TargetModel.load(SAMPLES / "target")

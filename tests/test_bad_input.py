@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from conftest import write_draft_dir, write_raw_safetensors
-from eagle3_nb.checkpoint import Checkpoint
+from eagle3_nb.io.checkpoint import Checkpoint
 from eagle3_nb.errors import (CheckpointError, ConfigError, Eagle3NbError, SafetensorsFormatError,
                               UnsafeInputError)
 

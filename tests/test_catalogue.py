@@ -9,7 +9,10 @@ import json
 import pytest
 
 from conftest import DRAFTS, TARGET_CONFIG
-from eagle3_nb.inspection import inspect_checkpoint
+from eagle3_nb.checks.load import inspect_checkpoint, inspection_summary
+from eagle3_nb.findings import verdict_line
+from eagle3_nb.viz import keys as vk
+from eagle3_nb.widgets import engine_explorer
 
 MANIFEST = json.loads((DRAFTS / "manifest.json").read_text())
 VARIANTS = sorted(MANIFEST["variants"])
@@ -49,3 +52,20 @@ def test_the_seed_case_names_every_dropped_decoder_key(inspections):
     decoder = {t["name"] for t in data["tensors"] if t["name"].startswith("layers.0.")}
     assert decoder and dropped == decoder
     assert all(p.startswith("model.midlayer.") for p in sg["unloaded_params"])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_notebook_01_cells_on_every_sample(variant):
+    """What notebook 01 runs, cell by cell, on every sample (stats on, as its default), and the
+    summary.json it writes held to the manifest. test_notebooks runs a few under papermill."""
+    engines = list(MANIFEST["engines"])
+    data = inspect_checkpoint(DRAFTS / variant, engines, TARGET_CONFIG, stats=True).to_json()
+    for cell in (vk.summary_html, vk.findings_html, vk.verdict_html, vk.key_table_html,
+                 vk.schema_diff_html, vk.stats_table_html, vk.aux_layers_html):
+        assert str(cell(data))
+    assert vk.tensor_norms_figure(data).data
+    assert engine_explorer(data) is not None
+    summary = inspection_summary(data, "01_checkpoint_keys")
+    for profile, want in MANIFEST["variants"][variant]["expect"].items():
+        assert summary["verdicts"][profile] == want["verdict"], profile
+        assert f"{profile}: {want['verdict']}" in verdict_line(data)

@@ -11,7 +11,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 import eagle3_nb.convert as convert
-from eagle3_nb.checkpoint import Checkpoint, sha256_file
+from eagle3_nb.io.checkpoint import Checkpoint, sha256_file
 from eagle3_nb.config import parse_config
 from eagle3_nb.convert import (PROVENANCE_NAME, ConversionError, VerificationError,
                                convert_checkpoint)
@@ -325,7 +325,7 @@ def test_failed_rename_leaves_nothing(tmp_path, monkeypatch):
 
     def boom(a, b):
         raise OSError(18, "Invalid cross-device link")
-    monkeypatch.setattr(convert, "_rename_noreplace", boom)
+    monkeypatch.setattr(convert, "rename_noreplace", boom)
     with pytest.raises(ConversionError):
         convert_checkpoint(src, tmp_path / "out", to="eagle")
     _no_leftovers(tmp_path, ["src"])

@@ -2,6 +2,8 @@
 reference notes to the fate the kit reports. Configs and key sets are built here, not read from
 the samples, so every rule is exercised in isolation."""
 
+import dataclasses
+
 import pytest
 
 from eagle3_nb.config import parse_config, parse_target_config
@@ -91,9 +93,21 @@ def test_no_engine_means_every_profile():
     assert resolve_engines(["all"]) == list(PROFILES)
 
 
+@pytest.mark.parametrize("field_name, typo", [
+    ("embed_policy", "own_if_presnt"), ("unknown_keys", "drop_silently"),
+    ("key_resolution", "bare"), ("fc_aux_count", "fixed3"), ("lm_head_policy", "target"),
+    ("extra_layer_attn_norm", "hidden_norms"), ("d2t_reading", "offset"),
+    ("aux_rules", {"llama": "plus1"}), ("aux_id_sources", ("eagle_config", "toplevel")),
+    ("dialects", frozenset({"flat", "speculator"})), ("covers", ("0.5.23", "0.5.23"))])
+def test_a_policy_typo_is_refused_not_silently_another_branch(field_name, typo):
+    with pytest.raises(ValueError, match=field_name.split("_")[0]):
+        dataclasses.replace(PROFILES[0], **{field_name: typo})
+
+
 def test_every_profile_cites_its_facts():
     for p in PROFILES:
-        assert p.cites and p.evidence and p.covers[0] == p.version or p.name == "vllm"
+        assert p.cites and p.evidence, p.key
+        assert p.covers[0] == p.version or p.name == "vllm", p.key
 
 
 # --- key fates -------------------------------------------------------------------------------
@@ -353,3 +367,34 @@ def test_pruned_vocab_without_d2t_leaves_mapping_unloaded():
     for engine, param in (("sglang==0.5.23", "hot_token_id"), ("vllm==0.33", "draft_id_to_target_id")):
         p = plan(engine, flat_config(), layout={"drop": ("d2t", "t2d")})
         assert param in p.unloaded and p.verdict == "silent_failure"
+
+
+# --- serving advice ----------------------------------------------------------------------------
+
+def test_next_steps_carry_the_named_engines_own_facts():
+    from eagle3_nb.engines.advice import next_step
+
+    sglang = next_step("AUX_LAYER_CONVENTION", ["sglang==0.5.9"])
+    vllm = next_step("AUX_LAYER_CONVENTION", ["vllm==0.33"])
+    assert "hidden_states[id + 1]" in sglang and "minus 1" in sglang
+    assert "hidden_states[id]:" in vllm and "minus 1" not in vllm
+    assert "eagle_config." in next_step("AUX_LAYERS_DEFAULTED", ["sglang==0.5.23"])
+    assert "top-level" in next_step("AUX_LAYERS_DEFAULTED", ["vllm==0.33"])
+    assert "--speculative-algorithm EAGLE3" in next_step("FC_SKIPPED", ["sglang==0.5.9"])
+    assert '"method": "eagle3"' in next_step("FC_SKIPPED", ["vllm==0.33"])
+    assert "SGLANG_ALLOW_OVERWRITE" in next_step("CONTEXT_TOO_SHORT", ["sglang==0.5.23"])
+    assert "SGLANG" not in next_step("CONTEXT_TOO_SHORT", ["vllm==0.33"])
+    # no engine named, or one no profile covers: the text says where the kit shows it instead
+    for engines in (None, ["sglang==0.1.0"]):
+        text = next_step("AUX_LAYER_CONVENTION", engines)
+        assert "notebook 01" in text and "hidden_states[id" not in text
+
+
+def test_every_next_step_is_filled_for_every_profile():
+    from eagle3_nb.engines.advice import next_step
+    from eagle3_nb.findings import CODES
+
+    for code in CODES:
+        for engines in (None, *([p.key] for p in PROFILES)):
+            text = next_step(code, engines, "/ckpt")
+            assert "{" not in text and "}" not in text, (code, engines, text)

@@ -12,8 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from eagle3_nb.engines.metrics import sglang_log_rate_convention, sglang_meta_family
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.metrics import (RATE_SGLANG_LOG_NEW, RATE_SGLANG_LOG_OLD, RATE_SGLANG_REQUEST,
+from eagle3_nb.observed.metrics import (RATE_SGLANG_LOG_NEW, RATE_SGLANG_LOG_OLD, RATE_SGLANG_REQUEST,
                                RATE_VLLM, ObservedMetrics, parse_observed, parse_prometheus,
                                parse_sglang_log, parse_sglang_meta_info, parse_sglang_responses,
                                parse_sglang_server_info, parse_vllm_log, sglang_spec_metrics,
@@ -84,6 +85,42 @@ def test_sglang_log_version_given_overrides_and_notes_conflict():
     assert any("fit the other accept-rate formula" in n for n in obs.notes)
     obs = summarize_sglang_log(lines, version="0.5.23")
     assert obs.accept_rate_convention == RATE_SGLANG_LOG_NEW and obs.version_detected == "0.5.23"
+
+
+@pytest.mark.parametrize("version, convention", [
+    ("0.4.10", RATE_SGLANG_LOG_OLD), ("0.5.9", RATE_SGLANG_LOG_OLD),
+    ("0.5.9.post1", RATE_SGLANG_LOG_OLD), ("0.5.10", RATE_SGLANG_LOG_NEW),
+    ("0.5.15", RATE_SGLANG_LOG_NEW), ("0.5.16", RATE_SGLANG_LOG_NEW),
+    ("0.5.23", RATE_SGLANG_LOG_NEW)])
+def test_sglang_rate_formula_boundary_is_pinned(version, convention):
+    """The formula flips after 0.5.9, in the log line and in the gauge alike."""
+    assert sglang_log_rate_convention(version) == convention
+    lines = parse_sglang_log(rec("sglang-0.5.23-decode.log"))
+    assert summarize_sglang_log(lines, version=version).accept_rate_convention == convention
+    gauge = sglang_spec_metrics(rec("sglang-0.5.23-metrics.prom"), version=version)
+    assert gauge.accept_rate_convention == convention
+    assert (gauge.draft_acceptance_rate is not None) == (convention == RATE_SGLANG_LOG_NEW)
+
+
+@pytest.mark.parametrize("version, family", [
+    ("0.4.0", "0.4.10"), ("0.4.10", "0.4.10"), ("0.4.11", "undocumented"),
+    ("0.5.8", "undocumented"), ("0.5.9", "0.5.9"), ("0.5.10", "undocumented"),
+    ("0.5.15", "undocumented"), ("0.5.16", "0.5.16+"), ("0.5.23", "0.5.16+")])
+def test_sglang_meta_info_family_boundaries_are_pinned(version, family):
+    assert sglang_meta_family(version) == family
+
+
+def test_sglang_meta_info_of_an_undocumented_release_is_read_with_a_note():
+    meta = json.loads(rec("sglang-0.5.23-generate.json"))["meta_info"]
+    st = parse_sglang_meta_info(meta, version="0.5.12")
+    assert st.version_detected == "0.5.23"
+    assert any("0.5.12" in n and "not in the reference notes" in n for n in st.notes)
+
+
+def test_an_unreadable_version_is_bad_input():
+    lines = parse_sglang_log(rec("sglang-0.5.23-decode.log"))
+    with pytest.raises(Eagle3NbError, match="cannot read version"):
+        summarize_sglang_log(lines, version="next")
 
 
 def test_sglang_0410_log_accept_len_only():

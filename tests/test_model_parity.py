@@ -19,7 +19,7 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 
 from eagle3_nb.errors import Eagle3NbError  # noqa: E402
 from eagle3_nb.model import DraftCache, load_draft  # noqa: E402
-from eagle3_nb.wiring import Wiring  # noqa: E402
+from eagle3_nb.model import Wiring  # noqa: E402
 
 import reference_eagle3 as ref  # noqa: E402  (tests/ is on sys.path under pytest's rootdir)
 

@@ -6,13 +6,11 @@ import json
 import pytest
 
 from conftest import DRAFTS, REPO, SAMPLES, write_dumps
-from eagle3_nb.report import render_html, run_notebook
-from eagle3_nb.triage import Step, merge_findings
+from eagle3_nb.report.notebooks import render_html, run_notebook
+from eagle3_nb.report.run import Step, merge_findings
 
 NB03 = REPO / "notebooks" / "03_hidden_state_shapes.ipynb"
-pytestmark = [pytest.mark.notebook,
-              pytest.mark.skipif(not (SAMPLES / "target" / "model.safetensors").exists(),
-                                 reason="trained target not built (make train-samples)")]
+pytestmark = pytest.mark.notebook
 
 
 def test_notebook_03_separates_trained_from_single_layer(tmp_path):

@@ -24,19 +24,19 @@ import pytest
 
 from conftest import DRAFTS, REPO, SAMPLES
 
-from eagle3_nb import triage
+from eagle3_nb import findings
+from eagle3_nb.checks import triage as triage_check
+from eagle3_nb.report import run as report_run
 from eagle3_nb.cli import main
-from eagle3_nb.report import notebook_parameters
+from eagle3_nb.report.notebooks import notebook_parameters
 
 LAYERS0 = DRAFTS / "layers0-flat"
 TARGET = SAMPLES / "target"
-NOTEBOOKS = triage.discover_notebooks()
+NOTEBOOKS = report_run.discover_notebooks()
 NAMES = [nb.stem for nb in NOTEBOOKS]
 NEEDS_TARGET = [nb.stem for nb in NOTEBOOKS if "target" in notebook_parameters(nb)]
 ENGINES = ["sglang==0.5.9", "vllm==0.33"]
 
-pytestmark = pytest.mark.skipif(not (TARGET / "model.safetensors").is_file()
-                                or not LAYERS0.is_dir(), reason="bundled samples not built")
 
 
 def cli(*args) -> tuple[int, str, str]:
@@ -52,7 +52,7 @@ def cost_parameters() -> list[str]:
     """-p pairs that keep notebooks 03/04 to seconds, for the notebooks that declare them:
     the demo's limits, and notebook 04 simulates two wirings instead of every what-if one."""
     declared = {n for nb in NOTEBOOKS for n in notebook_parameters(nb)}
-    wanted = {**triage.demo_parameters(NOTEBOOKS), "what_if": "false",
+    wanted = {**report_run.demo_parameters(NOTEBOOKS), "what_if": "false",
               "compare_wiring": ENGINES[0]}
     return [x for name, value in wanted.items() if name in declared for x in ("-p", name, value)]
 
@@ -161,7 +161,7 @@ def test_full_run_notebooks_ran_in_order_with_their_own_parameters(full):
     assert by["01_checkpoint_keys"]["parameters"]["target_config"] == str(TARGET / "config.json")
     assert by["02_d2t_mapping"]["parameters"]["tokenizer"] == str(TARGET / "tokenizer.json")
     assert by["03_hidden_state_shapes"]["parameters"]["target"] == str(TARGET)
-    n = int(triage.DEMO_PARAMETERS["n_samples"])
+    n = int(report_run.DEMO_PARAMETERS["n_samples"])
     assert by["03_hidden_state_shapes"]["parameters"]["n_samples"] == n  # -p, typed
     assert "n_samples" not in by["01_checkpoint_keys"]["parameters"]
     executed = full["out"] / "03_hidden_state_shapes" / "03_hidden_state_shapes.ipynb"
@@ -171,7 +171,7 @@ def test_full_run_notebooks_ran_in_order_with_their_own_parameters(full):
 def test_full_run_findings_are_merged_and_ordered(full):
     s, out = full["summary"], full["out"]
     findings = s["findings"]
-    ranks = [triage.SEVERITY_ORDER[f["severity"]] for f in findings]
+    ranks = [report_run.SEVERITY_ORDER[f["severity"]] for f in findings]
     assert ranks == sorted(ranks) and ranks[0] == 0
     # every finding of every notebook's summary.json is in the merged list, with its notebook
     merged = {(f["code"], f["severity"], f["engine"], f["message"]): f for f in findings}
@@ -213,8 +213,8 @@ def test_full_run_provenance(full):
     s = full["summary"]
     assert s["kind"] == "eagle3-nb report" and s["unused_options"] == []
     versions = s["versions"]
-    assert set(versions) == {"python", *triage.PACKAGES}
-    for name in triage.PACKAGES:
+    assert set(versions) == {"python", *report_run.PACKAGES}
+    for name in report_run.PACKAGES:
         assert versions[name] == importlib.metadata.version(name)
     assert versions["python"] == ".".join(map(str, sys.version_info[:3]))
 
@@ -249,7 +249,7 @@ def test_index_html_verdict_findings_and_links(full):
     # findings table: severities never go back up (error, then warning, then info)
     severities = [row.split()[0] for row in page.rows["findings"][1:]]
     assert severities and severities[0] == "error"
-    ranks = [triage.SEVERITY_ORDER[s] for s in severities]
+    ranks = [report_run.SEVERITY_ORDER[s] for s in severities]
     assert ranks == sorted(ranks)
     dropped = next(r for r in page.rows["findings"] if "KEYS_DROPPED" in r)
     assert ENGINES[0] in dropped and "eagle3-nb convert" in dropped and "00_triage" in dropped
@@ -326,9 +326,9 @@ def test_exit_code_follows_fail_on():
     cases = [(verdict(), 0, 0, 0), (verdict(warnings=1), 0, 1, 0), (verdict(errors=1), 1, 1, 0),
              (verdict(failed=["02"]), 1, 1, 0)]
     for v, on_error, on_warning, never in cases:
-        assert triage.exit_code(v, "error") == on_error
-        assert triage.exit_code(v, "warning") == on_warning
-        assert triage.exit_code(v, "never") == never
+        assert report_run.exit_code(v, "error") == on_error
+        assert report_run.exit_code(v, "warning") == on_warning
+        assert report_run.exit_code(v, "never") == never
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -378,58 +378,58 @@ def test_overwrite_replaces_only_an_earlier_report(tmp_path):
     earlier = tmp_path / "earlier"
     (earlier / "01_checkpoint_keys").mkdir(parents=True)
     (earlier / "index.html").write_text("old")
-    (earlier / triage.MARKER).write_text("")
+    (earlier / report_run.MARKER).write_text("")
     (earlier / "anything.txt").write_text("inside a marked report")
-    with pytest.raises(triage.OutputExistsError):
-        triage.check_out(earlier, overwrite=False)
-    triage.prepare_out(earlier, overwrite=True)
-    assert sorted(p.name for p in earlier.iterdir()) == [triage.MARKER]
+    with pytest.raises(report_run.OutputExistsError):
+        report_run.check_out(earlier, overwrite=False)
+    report_run.prepare_out(earlier, overwrite=True)
+    assert sorted(p.name for p in earlier.iterdir()) == [report_run.MARKER]
     old_demo = tmp_path / "old-demo"  # what the notebook-01-only demo used to leave
     old_demo.mkdir()
     for name in ("01_checkpoint_keys.html", "01_checkpoint_keys.ipynb", "summary.json"):
         (old_demo / name).write_text("x")
-    triage.check_out(old_demo, overwrite=True)
-    triage.check_out(tmp_path / "new", overwrite=False)
+    report_run.check_out(old_demo, overwrite=True)
+    report_run.check_out(tmp_path / "new", overwrite=False)
 
 
 # ----------------------------------------------------------------------------- units
 
 def test_parameters_per_notebook_and_skips():
-    opts = triage.ReportOptions(checkpoint=LAYERS0, hidden_states=Path("/dumps"))
+    opts = report_run.ReportOptions(checkpoint=LAYERS0, hidden_states=Path("/dumps"))
     with_dumps = {"target": {}, "hidden_states": {}}
-    assert triage.skip_reason(with_dumps, opts) is None
-    why, how = triage.skip_reason({"target": {}}, opts)
+    assert report_run.skip_reason(with_dumps, opts) is None
+    why, how = report_run.skip_reason({"target": {}}, opts)
     assert "--hidden-states alone" in why and "--target DIR" in how
-    assert triage.skip_reason({"checkpoint": {}}, opts) is None
-    assert triage.coerce("3", "int", "n") == 3 and triage.coerce("no", "bool", "b") is False
-    assert triage.coerce(4, "str", "s") == "4" and triage.coerce("1.5", "float", "f") == 1.5
-    values = triage.report_values(opts)
+    assert report_run.skip_reason({"checkpoint": {}}, opts) is None
+    assert report_run.coerce("3", "int", "n") == 3 and report_run.coerce("no", "bool", "b") is False
+    assert report_run.coerce(4, "str", "s") == "4" and report_run.coerce("1.5", "float", "f") == 1.5
+    values = report_run.report_values(opts)
     assert values["target_config"] == "" and values["tokenizer"] == ""  # never bundled defaults
     assert values["prompts"] is None and values["engine"] == "all"
 
 
 def test_options_no_notebook_takes_are_reported():
-    opts = triage.ReportOptions(checkpoint=LAYERS0, observed="1.02", wiring="trained",
+    opts = report_run.ReportOptions(checkpoint=LAYERS0, observed="1.02", wiring="trained",
                                 notebooks=[REPO / "notebooks" / "01_checkpoint_keys.ipynb"])
-    assert triage.unused_options(opts) == ["--observed", "--wiring"]
+    assert report_run.unused_options(opts) == ["--observed", "--wiring"]
 
 
 def test_next_step_names_the_engine_and_checkpoint():
-    text = triage.next_step("KEYS_DROPPED", ["sglang==0.4.10", "sglang==0.5.9"], "/d/x")
+    text = findings.next_step("KEYS_DROPPED", ["sglang==0.4.10", "sglang==0.5.9"], "/d/x")
     assert "eagle3-nb convert /d/x /d/x-converted --engine sglang==0.5.9" in text
     assert "likewise for sglang==0.4.10" in text
-    assert "the engine version you serve with" in triage.next_step("KEYS_DROPPED")
-    assert set(triage.CODES) <= set(triage.NEXT_STEPS)  # every code has a next step
+    assert "the engine version you serve with" in findings.next_step("KEYS_DROPPED")
+    assert set(findings.CODES) <= set(findings.NEXT_STEPS)  # every code has a next step
 
 
 def test_key_figures_read_an_acceptance_summary():
-    step = triage.Step("04_acceptance", Path("04_acceptance.ipynb"), {}, status="ok")
+    step = report_run.Step("04_acceptance", Path("04_acceptance.ipynb"), {}, status="ok")
     step.summary = {"headline": {"wiring": "trained", "mean_accept_length": 2.5},
                     "compare": {"wiring": "sglang==0.5.9", "mean_accept_length": 1.07},
                     "what_if": {"observed_accept_length": 1.03, "explanation": "because",
                                 "rows": [{"wiring": "single_layer", "mean_accept_length": 1.0,
                                           "consistent": True, "error": None}]}}
-    a = triage.key_figures([step])["acceptance"]
+    a = report_run.key_figures([step])["acceptance"]
     assert a["mean_accept_length"] == 2.5 and a["compare"]["mean_accept_length"] == 1.07
     assert a["observed"] == 1.03 and a["what_if"]["single_layer"]["consistent"] is True
     from eagle3_nb.viz.triage import _acceptance_table
@@ -438,36 +438,36 @@ def test_key_figures_read_an_acceptance_summary():
                   "single_layer", "matches"):
         assert words in html, words
     step.summary = {"headline": "not a dict", "what_if": None}  # tolerated, not crashed on
-    assert triage.key_figures([step])["acceptance"]["mean_accept_length"] is None
+    assert report_run.key_figures([step])["acceptance"]["mean_accept_length"] is None
 
 
 def test_key_figures_label_dump_accuracy_and_unmeasured_wirings():
-    step = triage.Step("03_hidden_state_shapes", Path("03.ipynb"), {}, status="ok")
+    step = report_run.Step("03_hidden_state_shapes", Path("03.ipynb"), {}, status="ok")
     row = {"accuracy": None, "width": None, "fc_applied": None, "error": None}
     step.summary = {"reference": "recorded tokens (teacher-forced)", "wirings": [
         {"wiring": {"name": "trained"}, **row, "accuracy": 0.4, "width": 192, "fc_applied": True},
         {"wiring": {"name": "layers_plus_one"}, **row, "unmeasured": "the dump lacks 6"}]}
-    k = triage.key_figures([step])
+    k = report_run.key_figures([step])
     assert k["first_step_reference"] == "recorded tokens (teacher-forced)"
     from eagle3_nb.viz.triage import _accuracy_table
     html = _accuracy_table(k["first_step_accuracy"], k["first_step_reference"])
     assert "against recorded tokens (teacher-forced)" in html and "the dump lacks 6" in html
-    live = triage.Step("03_hidden_state_shapes", Path("03.ipynb"), {}, status="ok",
+    live = report_run.Step("03_hidden_state_shapes", Path("03.ipynb"), {}, status="ok",
                        summary={"wirings": step.summary["wirings"][:1]})
-    assert "greedy" in triage.key_figures([live])["first_step_reference"]
+    assert "greedy" in report_run.key_figures([live])["first_step_reference"]
 
 
 @pytest.mark.parametrize("sample, flag", [("good-speculators", "--model TARGET"),
                                           ("short-context",
                                            "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")])
 def test_engine_flags_follow_the_inspection(sample, flag):
-    from eagle3_nb.inspection import inspect_checkpoint
+    from eagle3_nb.checks.load import inspect_checkpoint
 
     data = inspect_checkpoint(DRAFTS / sample, target_config=TARGET / "config.json",
                               stats=False).to_json()
-    flags = [r["flag"] for r in triage.engine_flags(data)]
+    flags = [r["flag"] for r in triage_check.engine_flags(data)]
     assert any(flag in f for f in flags), flags
-    assert all(r["source"] for r in triage.engine_flags(data))
+    assert all(r["source"] for r in triage_check.engine_flags(data))
 
 
 def test_demo_runs_the_report_on_layers0_flat(monkeypatch, tmp_path, capsys):
@@ -476,7 +476,7 @@ def test_demo_runs_the_report_on_layers0_flat(monkeypatch, tmp_path, capsys):
     def fake(opts, progress=None, kernel_name=None):
         seen["opts"] = opts
         return {"out": str(opts.out), "verdict": {"text": "ERROR: x", "line": "l", "failed": []}}
-    monkeypatch.setattr(triage, "run_report", fake)
+    monkeypatch.setattr(report_run, "run_report", fake)
     assert main(["demo", "--out", str(tmp_path / "demo")]) == 0
     opts = seen["opts"]
     assert opts.checkpoint == DRAFTS / "layers0-flat" and opts.target == SAMPLES / "target"

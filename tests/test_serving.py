@@ -18,8 +18,8 @@ from typing import Callable
 import pytest
 
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.metrics import RATE_SGLANG_REQUEST, RATE_VLLM
-from eagle3_nb.serving import HttpClient, ServingError, measure_server, measure_sglang, measure_vllm
+from eagle3_nb.observed.metrics import RATE_SGLANG_REQUEST, RATE_VLLM
+from eagle3_nb.observed.client import HttpClient, ServingError, measure_server, measure_sglang, measure_vllm
 
 REC = Path(__file__).parent / "recordings"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -365,3 +365,41 @@ def test_base_url_and_arguments_are_checked():
         measure_server("trtllm", "http://127.0.0.1:9", ["a"])
     assert HttpClient("http://127.0.0.1:30000/").url("/generate") == \
         "http://127.0.0.1:30000/generate"
+
+
+# ------------------------------------------------------------------------------------------------
+# the CLI: eagle3-nb observe, and its figures fed back as --observed
+
+
+def test_observe_cli_measures_writes_and_is_read_back(serve, tmp_path, capsys):
+    from conftest import SAMPLES
+    from eagle3_nb.cli import main
+    from eagle3_nb.observed.metrics import parse_observed
+
+    app = FakeSGLang("sglang-0.5.23-generate.json")
+    url = serve(app)
+    out = tmp_path / "observed.json"
+    assert main(["observe", "sglang", url, "--n-samples", "3", "--max-new-tokens", "16",
+                 "--out", str(out), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    prompts = [json.loads(line)["prompt"] for line in
+               (SAMPLES / "prompts.jsonl").read_text().splitlines()[:3]]
+    assert [b["text"] for b in app.bodies] == prompts  # the bundled prompts, three of them
+    assert app.bodies[0]["sampling_params"] == {"temperature": 0, "max_new_tokens": 16}
+    assert printed["n_requests"] == 3 and printed["version_detected"] == "0.5.23"
+    back = parse_observed(out)
+    assert back.mean_accept_length == pytest.approx(printed["mean_accept_length"])
+    assert back.accept_rate_convention == RATE_SGLANG_REQUEST
+    assert any("written by eagle3-nb observe" in n for n in back.notes)
+
+
+def test_observe_cli_bad_server_is_exit_2_with_nothing_written(tmp_path, capsys):
+    from eagle3_nb.cli import main
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "observed.json"
+    assert main(["observe", "vllm", f"http://127.0.0.1:{port}", "--timeout", "2",
+                 "--out", str(out)]) == 2
+    assert "eagle3-nb: error:" in capsys.readouterr().err and not out.exists()

@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from eagle3_nb.checkpoint import Checkpoint
-from eagle3_nb.safetensors_io import iter_chunks
+from eagle3_nb.io.checkpoint import Checkpoint
+from eagle3_nb.io.safetensors import iter_chunks
 from eagle3_nb.stats import scan_order, scan_stats, stats_findings
 
 CONFIG = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 32,
@@ -286,7 +286,7 @@ def test_over_budget_float_tensors_get_a_head_probe(tmp_path):
     import torch
     from safetensors.torch import save_file
 
-    from eagle3_nb.checkpoint import Checkpoint
+    from eagle3_nb.io.checkpoint import Checkpoint
     from eagle3_nb.stats import scan_stats, stats_findings
 
     d = tmp_path / "ckpt"

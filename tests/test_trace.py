@@ -7,7 +7,7 @@ from conftest import DRAFTS
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.model import load_draft
 from eagle3_nb.trace import trace_shapes
-from eagle3_nb.wiring import Wiring
+from eagle3_nb.model import Wiring
 
 
 @pytest.fixture(scope="module")

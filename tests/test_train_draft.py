@@ -4,7 +4,7 @@ import torch
 
 from conftest import DRAFTS
 from eagle3_nb.model import DraftCache, load_draft
-from eagle3_nb.train_draft import ttt_logits
+from eagle3_nb.model import ttt_logits
 
 
 def test_ttt_step_j_equals_cached_drafting_j_ahead():

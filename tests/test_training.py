@@ -9,9 +9,9 @@ import torch
 from safetensors.torch import load_file
 
 from eagle3_nb import samples
-from eagle3_nb.samples import target_config
+from eagle3_nb.samples.build import target_config
 from eagle3_nb.target import TargetModel
-from eagle3_nb.training import (EOT, HELDOUT_FILES, TRAIN_FILES, TargetRecipe, stdlib_texts,
+from eagle3_nb.samples.training import (EOT, HELDOUT_FILES, TRAIN_FILES, TargetRecipe, stdlib_texts,
                                 train_target, train_tokenizer, write_prompts)
 
 # one thread: tiny ops on 2 busy cores are slower with two (OpenMP contention)
@@ -97,8 +97,7 @@ def test_prompts_come_from_held_out_files_only(tokenizer, tmp_path):
 
 def test_samples_train_flag_trains_target_then_draft_then_builds(monkeypatch, tmp_path):
     calls = []
-    import eagle3_nb.training as training
-    monkeypatch.setattr(training, "train_samples", lambda out, steps=None: calls.append(out) or {})
+    monkeypatch.setattr(samples, "train_samples", lambda out, steps=None: calls.append(out) or {})
     monkeypatch.setattr(samples, "train_sample_draft", lambda out: calls.append(("draft", out)))
     monkeypatch.setattr(samples, "build_samples",
                         lambda out, trained_dir=None: calls.append(("build", out, trained_dir)))

@@ -29,10 +29,10 @@ needs_target = pytest.mark.skipif(not (TARGET / "model.safetensors").exists(),
 def sim():
     """(trained result, broken result, decode): a few seconds on CPU."""
     from eagle3_nb.acceptance import simulate
-    from eagle3_nb.hidden_check import read_prompts
+    from eagle3_nb.session import read_prompts
     from eagle3_nb.model import load_draft
     from eagle3_nb.target import TargetModel
-    from eagle3_nb.wiring import Wiring
+    from eagle3_nb.model import Wiring
 
     draft, target = load_draft(DRAFTS / "good", embed_from=TARGET), TargetModel.load(TARGET)
     prompts = [p[:40] for p in read_prompts(SAMPLES / "prompts.jsonl", target, 2)]

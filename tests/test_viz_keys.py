@@ -9,8 +9,10 @@ import re
 import pytest
 
 from conftest import DRAFTS, TARGET_CONFIG, table_rows, write_draft_dir
-from eagle3_nb.inspection import inspect_checkpoint
-from eagle3_nb.notebook_summary import engine_codes, inspection_summary, verdict_line
+from eagle3_nb.checks.load import inspect_checkpoint
+from eagle3_nb.checks.load import inspection_summary
+from eagle3_nb.findings import engine_codes, verdict_line
+from eagle3_nb.stats import tensor_flags
 from eagle3_nb.viz import keys as vk
 from eagle3_nb.viz.html import HTMLString
 
@@ -216,14 +218,14 @@ def test_stats_table_without_stats_and_over_budget():
 def test_tensor_flags_rules():
     base = {"name": "layers.0.mlp.up_proj.weight", "dtype": "F32", "numel": 4, "n_nan": 0,
             "n_inf": 0, "n_zero": 0, "min": -1.0, "max": 1.0, "constant": False}
-    assert vk.tensor_flags(base) == []
-    assert vk.tensor_flags({**base, "n_nan": 1})[0] == ("NaN/Inf", "error")
-    assert "all zeros" in vk.tensor_flags({**base, "n_zero": 4, "min": 0.0, "max": 0.0,
+    assert tensor_flags(base) == []
+    assert tensor_flags({**base, "n_nan": 1})[0] == ("NaN/Inf", "error")
+    assert "all zeros" in tensor_flags({**base, "n_zero": 4, "min": 0.0, "max": 0.0,
                                            "constant": True})[0][0]
-    assert "constant" in vk.tensor_flags({**base, "min": 0.5, "max": 0.5, "constant": True})[0][0]
+    assert "constant" in tensor_flags({**base, "min": 0.5, "max": 0.5, "constant": True})[0][0]
     norm = {**base, "name": "norm.weight", "min": 1.0, "max": 1.0, "constant": True}
-    assert vk.tensor_flags(norm) == [("all 1.0: untouched norm?", "warning")]
-    assert vk.tensor_flags({**base, "dtype": "I64", "n_nan": 1}) == []
+    assert tensor_flags(norm) == [("all 1.0: untouched norm?", "warning")]
+    assert tensor_flags({**base, "dtype": "I64", "n_nan": 1}) == []
 
 
 # ----------------------------------------------------------------------------- figure
@@ -328,7 +330,7 @@ def test_engine_explorer_rerenders_for_the_selection():
 
 
 def test_parse_engines():
-    from eagle3_nb.report import parse_engines
+    from eagle3_nb.engines import parse_engines
 
     assert parse_engines("all") is None and parse_engines("") is None
     assert parse_engines("sglang:0.5.9, vllm==0.33") == ["sglang==0.5.9", "vllm==0.33"]

@@ -15,8 +15,7 @@ import pytest
 
 from conftest import DRAFTS, table_rows
 from eagle3_nb.engines import resolve_engines
-from eagle3_nb.inspection import check_vocab
-from eagle3_nb.notebook_summary import vocab_summary
+from eagle3_nb.checks.vocab import check_vocab, vocab_summary
 from eagle3_nb.viz import vocab as vv
 from eagle3_nb.viz.html import HTMLString
 from eagle3_nb.vocab import VocabMapping, build_from_counts, load_tokenizer
@@ -55,7 +54,7 @@ def sample(name: str) -> tuple[dict, VocabMapping]:
         path = DRAFTS / name
         if not path.is_dir():
             pytest.skip(f"bundled sample {name} not built (make samples)")
-        from eagle3_nb.checkpoint import Checkpoint
+        from eagle3_nb.io.checkpoint import Checkpoint
         from eagle3_nb.config import parse_config
 
         ckpt = Checkpoint.open(path)
@@ -74,7 +73,7 @@ def arrays(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     path = DRAFTS / name
     if not path.is_dir():
         pytest.skip(f"bundled sample {name} not built (make samples)")
-    from eagle3_nb.checkpoint import Checkpoint
+    from eagle3_nb.io.checkpoint import Checkpoint
 
     ckpt = Checkpoint.open(path)
     d2t = np.asarray(ckpt.read_array("d2t")).astype(np.int64)
@@ -163,7 +162,7 @@ def test_verdict_good_is_valid_with_checkable_evidence_first():
 
 def test_verdict_leading_zeros_are_right_and_the_view_says_so():
     # the first seed story: a correct offset table whose first entries are 0
-    from eagle3_nb.samples import LEADING_IDS
+    from eagle3_nb.samples.build import LEADING_IDS
 
     data, m = sample("d2t-leading-zeros")
     d2t, t2d, ids = arrays("d2t-leading-zeros")
@@ -239,7 +238,7 @@ def test_entries_absolute_lists_every_out_of_range_draft_id():
     bad = np.flatnonzero(ids >= VT)
     n_sus = int((ids != d2t).sum())  # every entry where engines and trainer disagree
     assert len(bad) > 0 and n_sus >= len(bad)
-    sus = vv.suspicious_entries(m)
+    sus = m.suspicious_entries()
     assert len(sus) == n_sus
     assert list(sus)[:len(bad)] == bad.tolist()  # out of range: the most serious, first
     # with room for all of them, every out-of-range draft id gets a row
@@ -266,14 +265,14 @@ def test_entries_absolute_lists_every_out_of_range_draft_id():
 
 def test_entries_hand_built_duplicates_and_out_of_range():
     m = duplicated()
-    sus = vv.suspicious_entries(m)
+    sus = m.suspicious_entries()
     assert "as offsets: target 1 repeats draft id 1's" in sus[2]
     assert any("as absolute: d2t[i] = -1 is outside [0, 32)" in r for r in sus[2])
     assert any("d2t[2] = -1 < d2t[1] = 0" in r for r in sus[2])
     html = vv.entries_table_html(m)
     assert "repeats draft id 1&#x27;s" in html
     m = out_of_range()
-    sus = vv.suspicious_entries(m)
+    sus = m.suspicious_entries()
     assert list(sus)[0] == 3 and "as offsets: i + d2t[i] = 23 is outside [0, 16)" in sus[3]
     html = vv.entries_table_html(m)
     row = [r for r in rows_of(html) if r and r[0].strip() == "3"][0]
@@ -284,7 +283,7 @@ def test_entries_missing_without_t2d():
     _, m = sample("d2t-missing")
     html = vv.entries_table_html(m)
     assert "no d2t: i" in html and "no t2d in the checkpoint" in html
-    assert vv.suspicious_entries(m) == {}
+    assert m.suspicious_entries() == {}
 
 
 def test_entries_show_escaped_token_strings(tok):
@@ -502,7 +501,7 @@ def test_identity_mapping_renders():
     assert m.format == "identity"
     assert "IDENTITY" in vv.verdict_html(data_of(m), m)
     assert "d2t[i] (absolute reading)" not in _traces(vv.mapping_figure(m))
-    assert vv.suspicious_entries(m) == {}
+    assert m.suspicious_entries() == {}
 
 
 def test_vocab_summary_is_json_and_complete():
@@ -543,4 +542,4 @@ def test_verdict_offsets_with_a_disagreeing_t2d_does_not_say_nothing_to_fix():
     assert m.format == "offset" and m.t2d_agrees is False
     html = vv.verdict_html(data_of(m), m)
     assert "T2D_MISMATCH" in html and "Nothing to fix" not in html and "same vocab cache" in html
-    assert "as offsets: target 7 is not marked in t2d" in vv.suspicious_entries(m)[3]
+    assert "as offsets: target 7 is not marked in t2d" in m.suspicious_entries()[3]

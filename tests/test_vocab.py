@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import DRAFTS
-from eagle3_nb.checkpoint import sha256_file
+from eagle3_nb.io.checkpoint import sha256_file
 from eagle3_nb.convert import convert_checkpoint
 from eagle3_nb.engines import PROFILES
 from eagle3_nb.errors import ConversionError
@@ -188,7 +188,7 @@ def test_vocab_cli_corpus_coverage(run_cli, tmp_path):
     corpus.write_text("\n".join(json.dumps({"input_ids": [0, 1, 2, 500, 501]}) for _ in range(3)))
     rc, out, _ = run_cli("vocab", DRAFTS / "good", "--corpus", corpus, "--json")
     cov = json.loads(out)["coverage"]
-    from eagle3_nb.checkpoint import Checkpoint
+    from eagle3_nb.io.checkpoint import Checkpoint
     kept = set((np.arange(256) + Checkpoint.open(DRAFTS / "good").read_array("d2t")).tolist())
     inside = sum(t in kept for t in [0, 1, 2, 500, 501])
     assert cov["n_tokens"] == 15 and cov["intended"] == pytest.approx(inside / 5)
@@ -209,7 +209,7 @@ def test_fix_d2t_repairs_absolute_without_touching_the_source(tmp_path):
     assert result.checks["d2t_after"]["format"] == "offset"
     prov = json.loads((tmp_path / "fixed" / "eagle3_nb_provenance.json").read_text())
     assert prov["d2t_fix"]["before"] == "absolute"
-    from eagle3_nb.checkpoint import Checkpoint
+    from eagle3_nb.io.checkpoint import Checkpoint
     fixed = Checkpoint.open(tmp_path / "fixed").read_array("d2t")
     good = Checkpoint.open(DRAFTS / "good").read_array("d2t")
     assert np.array_equal(fixed, good)

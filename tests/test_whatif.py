@@ -10,8 +10,8 @@ import torch
 
 from conftest import DRAFTS, SAMPLES
 from eagle3_nb.errors import DraftIdOutOfRange, Eagle3NbError
-from eagle3_nb.metrics import parse_observed
-from eagle3_nb.wiring import kit_param_names
+from eagle3_nb.observed.metrics import parse_observed
+from eagle3_nb.wirings import kit_param_names
 
 TARGET = SAMPLES / "target"
 needs_target = pytest.mark.skipif(not (TARGET / "model.safetensors").exists(),
@@ -39,7 +39,7 @@ def test_engine_labels_map_to_the_draft_parameters():
 @pytest.fixture(scope="module")
 def runs():
     """Load each sample draft once (the target is shared) and simulate on demand, memoised."""
-    from eagle3_nb.hidden_check import load_for_run, read_prompts
+    from eagle3_nb.session import load_for_run, read_prompts
     from eagle3_nb.acceptance import simulate
 
     loaded, done = {}, {}
@@ -116,7 +116,7 @@ def test_embeddings_only_floor_is_low_and_below_the_trained_draft(runs):
 @needs_target
 def test_absolute_d2t_read_as_offsets_stops_like_the_engine(runs):
     from eagle3_nb.acceptance import simulate
-    from eagle3_nb.hidden_check import read_prompts
+    from eagle3_nb.session import read_prompts
 
     draft, target, presets = runs.load("d2t-absolute")
     prompts = read_prompts(SAMPLES / "prompts.jsonl", target, 2)
@@ -141,7 +141,7 @@ def test_an_engine_that_refuses_the_checkpoint_gives_no_number(runs):
 
 @needs_target
 def test_what_if_ranks_the_dropped_keys_hypothesis_with_the_observation(runs):
-    from eagle3_nb.hidden_check import read_prompts
+    from eagle3_nb.session import read_prompts
     from eagle3_nb.whatif import explain, rank, run_what_if
 
     draft, target, presets = runs.load("layers0-flat")
@@ -172,7 +172,7 @@ def test_what_if_ranks_the_dropped_keys_hypothesis_with_the_observation(runs):
 
 @needs_target
 def test_nan_head_is_named_as_a_broken_checkpoint(runs):
-    from eagle3_nb.hidden_check import read_prompts
+    from eagle3_nb.session import read_prompts
     from eagle3_nb.whatif import explain, rank, run_what_if
 
     draft, target, presets = runs.load("nan-head")
@@ -218,7 +218,7 @@ def test_cli_rejects_a_bad_observation_without_traceback():
 
 @needs_target
 def test_notebook_03_check_sees_the_dropped_layer_too():
-    from eagle3_nb.hidden_check import check_hidden_states
+    from eagle3_nb.checks.hidden import check_hidden_states
 
     data = check_hidden_states(DRAFTS / "layers0-flat", TARGET, SAMPLES / "prompts.jsonl",
                                engines=["sglang==0.5.9", "sglang==0.5.23"], n_samples=2)

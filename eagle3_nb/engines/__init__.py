@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from ..errors import EngineSpecError
-from .profile import EngineProfile, parse_version
-from .sglang import PROFILES as _SGLANG
-from .vllm import PROFILES as _VLLM
+import re
+
+from eagle3_nb.errors import EngineSpecError
+from eagle3_nb.engines.profile import EngineProfile, parse_version
+from eagle3_nb.engines.sglang import PROFILES as _SGLANG
+from eagle3_nb.engines.vllm import PROFILES as _VLLM
 
 PROFILES: tuple[EngineProfile, ...] = _SGLANG + _VLLM
 
@@ -38,3 +40,24 @@ def resolve_engines(specs: list[str] | None) -> list[EngineProfile]:
         if profile not in out:
             out.append(profile)
     return out
+
+
+def parse_engines(engine: str | list[str] | None) -> list[str] | None:
+    """A notebook's `engine` parameter -> `inspect_checkpoint(engines=...)`.
+
+    "all", "" or None: every profile. Otherwise comma-separated engines, each NAME==VERSION or,
+    because papermill cannot read a "=" in a parameter's help comment, NAME:VERSION,
+    NAME@VERSION or "NAME VERSION"."""
+    if engine is None:
+        return None
+    items = engine if isinstance(engine, list) else str(engine).split(",")
+    out = []
+    for item in (i.strip() for i in items):
+        if not item or item == "all":
+            continue
+        if "==" not in item:
+            parts = re.split(r"[:@\s]+", item, maxsplit=1)
+            if len(parts) == 2 and parts[1]:
+                item = f"{parts[0]}=={parts[1]}"
+        out.append(item)  # anything else: resolve_engines says what is wrong
+    return out or None

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..config import ABSENT, NORM_FLAGS, TRAINER_FLAG_DEFAULTS, DraftConfig, TargetInfo
-from ..findings import ERROR, INFO, WARNING, Finding
-from .profile import (AS_IS, AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE, PLUS_ONE_IF_FIRST_IS_1,
+from eagle3_nb.config import ABSENT, NORM_FLAGS, TRAINER_FLAG_DEFAULTS, DraftConfig, TargetInfo
+from eagle3_nb.findings import ERROR, INFO, WARNING, Finding
+from eagle3_nb.engines.profile import (AS_IS, AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE, PLUS_ONE_IF_FIRST_IS_1,
                       EngineProfile)
 
 STACKED = ((".qkv_proj", ".q_proj", "q"), (".qkv_proj", ".k_proj", "k"),
@@ -110,7 +110,7 @@ def plan_load(profile: EngineProfile, cfg: DraftConfig, shapes: dict[str, tuple[
 
 
 def _fc_width(shapes: dict[str, tuple[int, ...]]) -> int | None:
-    from ..layouts import split_key
+    from eagle3_nb.layouts import split_key
 
     for name, shape in shapes.items():
         if split_key(name).canonical == "fc.weight" and len(shape) == 2:
@@ -400,7 +400,7 @@ class _Ctx:
         return borrowed
 
     def _has_key(self, canonical: str) -> bool:
-        from ..layouts import split_key
+        from eagle3_nb.layouts import split_key
         return any(split_key(k).canonical == canonical for k in self.shapes)
 
     def _report_extra_layer_norms(self, unloaded: list[str]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import EngineSpecError
+from eagle3_nb.errors import EngineSpecError
 
 # aux id -> hidden_states index rules per target family (see DOMAIN.md "Aux layer ids")
 PLUS_ONE = "plus_one"                      # always id + 1
@@ -17,6 +17,21 @@ PLUS_ONE_IF_FIRST_IS_1 = "plus_one_if_first_is_1"
 AS_IS = "as_is"                            # hidden_states[id]
 AS_IS_IF_MAX_IS_L = "as_is_if_max_is_L"    # gpt-oss in SGLang
 NO_CAPTURE = "unsupported"                 # target class cannot capture: startup fails
+AUX_RULES = (PLUS_ONE, PLUS_ONE_IF_FIRST_IS_1, AS_IS, AS_IS_IF_MAX_IS_L, NO_CAPTURE)
+
+# Every policy string a profile may hold, per field: the planner branches on these, so a typo
+# would silently pick another branch. EngineProfile refuses anything else.
+POLICIES: dict[str, tuple[str, ...]] = {
+    "key_resolution": ("bare_or_model", "model_prefix_except_lm_head"),
+    "unknown_keys": ("drop_silent", "raise"),
+    "fc_aux_count": ("fixed_3", "num_aux_then_eagle_config_then_3"),
+    "extra_layer_attn_norm": ("input_layernorm", "hidden_norm"),
+    "embed_policy": ("target_unless_hidden_differs", "own_if_present"),
+    "lm_head_policy": ("target_if_draft_vocab_null", "target_if_absent_and_full_vocab"),
+    "d2t_reading": ("offsets", "absolute"),
+}
+DIALECTS = ("flat", "speculators")
+AUX_ID_SOURCES = ("eagle_config", "top_level")
 
 
 @dataclass(frozen=True)
@@ -71,9 +86,31 @@ class EngineProfile:
     # target_id = draft_id + d2t[draft_id] in every engine read so far; without d2t, draft id i
     # is used as target id i (sglang hot_token_id None; vLLM zero-initialised offsets)
     d2t_reading: str = "offsets"
+    # serving advice: the launch setting that makes the engine capture aux states and run the
+    # draft's own head with d2t, and the override that lets a shorter-context draft start
+    capture_switch: str = ""
+    context_override: str = ""
     # (module, switch): keys of that module dropped silently while the switch is false
     drop_when_off: tuple[tuple[str, str], ...] = ()
     cites: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        bad = [f"{name}={getattr(self, name)!r} (one of {allowed})"
+               for name, allowed in POLICIES.items() if getattr(self, name) not in allowed]
+        bad += [f"aux_rules[{fam!r}]={rule!r} (one of {AUX_RULES})"
+                for fam, rule in self.aux_rules.items() if rule not in AUX_RULES]
+        bad += [f"dialects {sorted(self.dialects - set(DIALECTS))} (one of {DIALECTS})"
+                for _ in [0] if not self.dialects <= set(DIALECTS)]
+        bad += [f"aux_id_sources {list(self.aux_id_sources)} (each one of {AUX_ID_SOURCES})"
+                for _ in [0] if not set(self.aux_id_sources) <= set(AUX_ID_SOURCES)]
+        bad += [f"aux_sorted family {fam!r} has no aux rule"
+                for fam in self.aux_sorted if fam not in self.aux_rules]
+        bad += [f"flags[{n!r}] default for unknown dialect(s) {sorted(set(r.default) - set(DIALECTS))}"
+                for n, r in self.flags.items() if not set(r.default) <= set(DIALECTS)]
+        if parse_version(self.covers[0]) >= parse_version(self.covers[1]):
+            bad.append(f"covers {self.covers} is empty")
+        if bad:
+            raise ValueError(f"profile {self.name}=={self.version}: " + "; ".join(bad))
 
     @property
     def key(self) -> str:

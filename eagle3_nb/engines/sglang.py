@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .profile import (AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE, PLUS_ONE_IF_FIRST_IS_1,
+from eagle3_nb.engines.profile import (AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE, PLUS_ONE_IF_FIRST_IS_1,
                       EngineProfile, FlagRule)
 
 _NEVER = FlagRule(read=False, default={"flat": False, "speculators": False})
@@ -53,7 +53,12 @@ SGLANG_0_5_23 = EngineProfile(
     context_error=("ValueError at startup: the target context exceeds the draft's "
                    "max_position_embeddings (ModelConfig._derive_context_length) unless "
                    "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"),
+    capture_switch="--speculative-algorithm EAGLE3",
+    context_override="SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
     cites={
+        "capture_switch": "reference/sglang-serving.md §2, §4.5: with EAGLE (not EAGLE3) no aux "
+                          "capture, the target head replaces the draft's, d2t ignored "
+                          "(eagle_worker.py, is_eagle3())",
         "load_weights": "llama_eagle3.py L325-378 (load_weights) [0.5.23]: legacy_name_map, "
                         "d2t -> hot_token_id = d2t + arange, t2d skipped, unknown names dropped silently",
         "aux_ids": "spec_aux_hidden_state.py L132-196 (_resolve_eagle_aux_hidden_state): only the "

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .profile import AS_IS, EngineProfile, FlagRule
+from eagle3_nb.engines.profile import AS_IS, EngineProfile, FlagRule
 
 VLLM_0_33 = EngineProfile(
     name="vllm", version="0.33", covers=("0.33.0", "0.34.0"),
@@ -42,7 +42,10 @@ VLLM_0_33 = EngineProfile(
     embed_policy="own_if_present", lm_head_policy="target_if_absent_and_full_vocab",
     target_hidden_null_breaks_fc=False, missing_draft_vocab_error=None, context_error=None,
     drop_when_off=(("input_norm", "norm_before_fc"), ("fc", "use_aux_hidden_state")),
+    capture_switch='"method": "eagle3" in --speculative-config',
     cites={
+        "capture_switch": "reference/speculators-and-vllm.md §4: vllm/config/speculative.py "
+                          "infers method eagle3 only from a draft path containing 'eagle3'",
         "load_weights": "llama_eagle3.py Eagle3LlamaForCausalLM.load_weights: t2d skipped, d2t -> "
                         "draft_id_to_target_id, 'model.' prefixed to every non-lm_head name",
         "unknown": "AutoWeightsLoader._load_module raises 'There is no module or parameter named'; "

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..errors import Eagle3NbError
-from ..findings import collapses
-from .html import (BLUE, GREEN, GREY, MONO, MUTED, RED, HTMLString, badge, cell, esc, fmt_num,
+from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.findings import collapses
+from eagle3_nb.viz.html import (BLUE, GREEN, GREY, MONO, MUTED, RED, HTMLString, badge, cell, esc, fmt_num,
                    muted, note, panel, show, style, table)
 
 PROMPT_TAIL = 24          # prompt tokens shown before the generated ones

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..findings import collapses
-from .html import (AMBER, GREEN, RED, badge, cell, code, esc, fmt_num, fmt_shape, muted, note,
+from eagle3_nb.findings import collapses
+from eagle3_nb.viz.html import (AMBER, GREEN, RED, badge, cell, code, esc, fmt_num, fmt_shape, muted, note,
                    panel, show, table)
 
 STATUS_COLORS = {"ok": GREEN, "mismatch": RED, "skipped": AMBER}
@@ -219,6 +219,6 @@ def _engine_layer_sets(data: dict[str, Any]) -> dict[tuple[int, ...], list[str]]
     sets: dict[tuple[int, ...], list[str]] = {}
     for r in data["wirings"]:
         w = r["wiring"]
-        if "==" in w["name"] and w["hidden_source"] == "concat" and w["layer_ids"]:
+        if w.get("engine") and w["hidden_source"] == "concat" and w["layer_ids"]:
             sets.setdefault(tuple(w["layer_ids"]), []).append(w["name"])
     return sets

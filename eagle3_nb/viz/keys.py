@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..findings import CODES, SEVERITY_ORDER
-from ..notebook_summary import engine_codes
-from .html import (AMBER, BLUE, GREEN, GREY, MUTED, RED, SEVERITY_COLORS, SOLID_DARK_RED,
+from eagle3_nb.findings import CODES, SEVERITY_ORDER
+from eagle3_nb.findings import engine_codes
+from eagle3_nb.viz.html import (AMBER, BLUE, GREEN, GREY, MUTED, RED, SEVERITY_COLORS, SOLID_DARK_RED,
                    SOLID_GREEN, SOLID_RED, HTMLString, badge, cell, code, esc, fmt_num,
                    fmt_shape, muted, note, panel, show, style, table)
-from .text import VERDICT_TEXT, group_findings
+from eagle3_nb.viz.text import VERDICT_TEXT, group_findings
 
 VERDICT_COLORS = {"ok": SOLID_GREEN, "silent_failure": SOLID_RED, "load_error": SOLID_DARK_RED}
 VERDICT_HELP = {
@@ -296,32 +296,6 @@ def schema_diff_html(data: dict[str, Any], hide_ok: bool = False,
 
 # ----------------------------------------------------------------------------- statistics
 
-def tensor_flags(s: dict[str, Any]) -> list[tuple[str, str]]:
-    """(label, severity) of what looks wrong in one tensor's statistics (NaN/Inf, all zeros,
-    constant, a norm weight still at its initial 1.0). Mirrors stats.stats_findings."""
-    from ..stats import is_norm
-
-    out: list[tuple[str, str]] = []
-    numel = s.get("numel") or 0
-    if not _is_float_dtype(s.get("dtype", "")) or s.get("n_true") is not None or not numel:
-        return out
-    if s.get("n_nan") or s.get("n_inf"):
-        out.append(("NaN/Inf", "error"))
-        return out
-    name = s.get("name", "")
-    if s.get("n_zero") == numel and name.endswith("weight"):
-        out.append(("all zeros: never trained?", "error"))
-    elif s.get("constant") and numel > 1 and not is_norm(name):
-        out.append((f"constant {fmt_num(s.get('min'))}: never trained?", "error"))
-    elif s.get("constant") and is_norm(name) and s.get("min") == 1.0:
-        out.append(("all 1.0: untouched norm?", "warning"))
-    return out
-
-
-def _is_float_dtype(dtype: str) -> bool:
-    from ..safetensors_io import FLOAT_DTYPES
-    return str(dtype).upper() in FLOAT_DTYPES
-
 
 def _norm(s: dict[str, Any]):
     return s.get("norm", s.get("l2"))
@@ -342,7 +316,7 @@ def stats_table_html(data: dict[str, Any], only_flagged: bool = False,
     rows, n_flagged = [], 0
     for name in order:
         s = dict(rows_by_name[name], name=name)
-        flags = tensor_flags(s)
+        flags = [tuple(f) for f in s.get("flags") or []]
         n_flagged += bool(flags)
         if only_flagged and not flags:
             continue
@@ -400,9 +374,9 @@ def tensor_norms_figure(data: dict[str, Any], metric: str = "norm", log: bool = 
     names, norms, stds, colors, labels, hover = [], [], [], [], [], []
     for name in order:
         s = dict(st[name], name=name)
-        if not _is_float_dtype(s.get("dtype", "")) or s.get("n_true") is not None:
+        if s.get("kind") != "float":
             continue  # ints/bools (d2t, t2d) are vocabulary maps, not weights: notebook 02
-        flags = tensor_flags(s)
+        flags = [tuple(f) for f in s.get("flags") or []]
         sev = "error" if any(v == "error" for _, v in flags) else ("warning" if flags else None)
         names.append(esc(name))  # plotly parses tags in text: show the name, never markup
         norms.append(_value(_norm(s)))

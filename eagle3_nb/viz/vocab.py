@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from ..findings import CODES
-from ..vocab import ABSOLUTE, AMBIGUOUS, IDENTITY, INVALID, LOW_COVERAGE, MISSING, OFFSET
-from .html import (AMBER, BLUE, BORDER, GREEN, MONO, MUTED, RED, SEVERITY_COLORS, SOLID_GREEN,
+from eagle3_nb.findings import (ABSOLUTE, AMBIGUOUS, CODES, IDENTITY, INVALID, LOW_COVERAGE, MISSING,
+                                OFFSET)
+from eagle3_nb.viz.html import (AMBER, BLUE, BORDER, GREEN, MONO, MUTED, RED, SEVERITY_COLORS, SOLID_GREEN,
                    SOLID_RED, HTMLString, badge, cell, code, esc, fmt_num, muted, note, panel,
                    show, style, table)
 
@@ -65,104 +65,17 @@ WHAT_TO_DO = {
 
 # ----------------------------------------------------------------------------- tables
 
-class _Tables:
-    """The arrays every view needs, derived once from a VocabMapping."""
-
-    def __init__(self, mapping):
-        self.Vd, self.Vt = int(mapping.draft_vocab_size), int(mapping.vocab_size)
-        self.format = mapping.format
-        self.problems = list(mapping.problems)
-        # a d2t that failed the shape/dtype checks has no readings: nothing to map with
-        self.usable = mapping.d2t is None or bool(mapping.readings)
-        self.d2t = mapping.d2t if (mapping.d2t is not None and self.usable) else None
-        if self.d2t is not None:
-            self.offsets = mapping.readings["offsets"].ids
-            self.absolute = mapping.readings["absolute"].ids
-        else:
-            self.offsets = np.arange(self.Vd, dtype=np.int64)  # what engines do without d2t
-            self.absolute = None
-        t2d = mapping.t2d
-        self.t2d = t2d if t2d is not None and t2d.ndim == 1 and len(t2d) == self.Vt else None
-        self.kept = np.flatnonzero(self.t2d) if self.t2d is not None else None
-        self.intended = mapping.intended_ids if self.usable else None
-
-    @property
-    def absolute_is_candidate(self) -> bool:
-        """The absolute reading is worth showing (not just the mistake engines never make)."""
-        return self.absolute is not None and self.format in (ABSOLUTE, AMBIGUOUS, INVALID)
-
-    def in_range(self, ids: np.ndarray) -> np.ndarray:
-        return (ids >= 0) & (ids < self.Vt)
-
-    def in_t2d(self, ids: np.ndarray) -> np.ndarray | None:
-        if self.t2d is None:
-            return None
-        ok = self.in_range(ids)
-        out = np.zeros(len(ids), dtype=bool)
-        out[ok] = self.t2d[ids[ok]]
-        return out
-
-
-def _duplicates(ids: np.ndarray) -> dict[int, int]:
-    """draft id -> the earlier draft id with the same target id."""
-    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-    owner = first[inverse]
-    dup = np.flatnonzero(owner != np.arange(len(ids)))
-    return {int(i): int(owner[i]) for i in dup}
-
-
-def suspicious_entries(mapping) -> dict[int, list[str]]:
-    """draft id -> why it is suspicious, most serious first; the dict is ordered by seriousness
-    (out of range, repeated target, not in t2d, d2t decreasing, engines vs trainer intent) and
-    then by draft id."""
-    t = _Tables(mapping)
-    if not t.usable:
-        return {}
-    reasons: dict[int, list[tuple[int, str]]] = {}
-
-    def add(idx, prio, text_of):
-        for i in np.asarray(idx).tolist():
-            reasons.setdefault(int(i), []).append((prio, text_of(int(i))))
-
-    readings = [("offsets", t.offsets)] if t.d2t is not None else []
-    if t.absolute_is_candidate:
-        readings.append(("absolute", t.absolute))
-    for name, ids in readings:
-        what = "i + d2t[i]" if name == "offsets" else "d2t[i]"
-        add(np.flatnonzero(~t.in_range(ids)), 0,
-            lambda i, ids=ids, name=name, what=what:
-            f"as {name}: {what} = {ids[i]} is outside [0, {t.Vt})")
-        for i, j in _duplicates(ids).items():
-            reasons.setdefault(i, []).append(
-                (1, f"as {name}: target {ids[i]} repeats draft id {j}'s"))
-        inside = t.in_t2d(ids)
-        if inside is not None:
-            add(np.flatnonzero(t.in_range(ids) & ~inside), 2,
-                lambda i, ids=ids, name=name: f"as {name}: target {ids[i]} is not marked in t2d")
-    if t.d2t is not None:
-        add(np.flatnonzero(np.diff(t.d2t) < 0) + 1, 3,
-            lambda i: f"d2t[{i}] = {t.d2t[i]} < d2t[{i - 1}] = {t.d2t[i - 1]}: trainers store a "
-                      "sorted list, so d2t never decreases")
-    elif t.t2d is not None and t.Vd != t.Vt:
-        add(np.flatnonzero(~t.in_t2d(t.offsets)), 2,
-            lambda i: f"no d2t: engines use target {i}, which t2d does not keep")
-    if t.intended is not None:
-        add(np.flatnonzero(t.offsets != t.intended), 4,
-            lambda i: f"engines compute target {t.offsets[i]}, the trainer meant {t.intended[i]}")
-    order = sorted(reasons, key=lambda i: (min(p for p, _ in reasons[i]), i))
-    return {i: [text for _, text in sorted(reasons[i])] for i in order}
-
 
 def spot_checks(mapping, n_extra: int = 2) -> list[dict[str, Any]]:
     """A few draft ids a person can check by hand against the tensors: the first, the first
     nonzero offset, the first suspicious entries, the middle and the last."""
-    t = _Tables(mapping)
+    t = mapping.tables()
     if not t.usable or t.Vd == 0:
         return []
     picks = [0]
     if t.d2t is not None and t.d2t.any():
         picks.append(int(np.flatnonzero(t.d2t)[0]))
-    picks += list(suspicious_entries(mapping))[:n_extra]
+    picks += list(mapping.suspicious_entries())[:n_extra]
     picks += [t.Vd // 2, t.Vd - 1]
     out, seen = [], set()
     for i in picks:
@@ -233,7 +146,7 @@ def _zeros_note(mapping) -> str:
     k = leading_zeros(mapping)
     if k < 2 or mapping.format not in (OFFSET, AMBIGUOUS, IDENTITY):
         return ""
-    t = _Tables(mapping)
+    t = mapping.tables()
     kept = ""
     if t.t2d is not None:
         n = int(t.t2d[:k].sum())
@@ -245,7 +158,7 @@ def _zeros_note(mapping) -> str:
 
 
 def _spot_table(mapping) -> str:
-    t = _Tables(mapping)
+    t = mapping.tables()
     recs = spot_checks(mapping)
     if not recs:
         return ""
@@ -274,7 +187,7 @@ def _mono(value: Any) -> str:
     return f'<span style="{style(font_family=MONO, font_size="12px")}">{esc(value)}</span>'
 
 
-def _status(t: _Tables, target: int | None) -> tuple[str, tuple[str, str] | None]:
+def _status(t, target: int | None) -> tuple[str, tuple[str, str] | None]:
     """(checkable text, colours): outside the vocab (red), t2d[x] False (amber), True (none)."""
     if target is None:
         return "", None
@@ -285,7 +198,7 @@ def _status(t: _Tables, target: int | None) -> tuple[str, tuple[str, str] | None
     return (f"t2d[{target}] = True", None) if t.t2d[target] else (f"t2d[{target}] = False", AMBER)
 
 
-def _reading_cell(t: _Tables, rec: dict[str, Any] | None, formula: str | None,
+def _reading_cell(t, rec: dict[str, Any] | None, formula: str | None,
                   verbose: bool = False, dim: bool = False) -> str:
     """A target id (red when it does not exist, amber when t2d does not mark it), with its
     token; `verbose` spells out the t2d entry so a person can check it; `dim` greys out a
@@ -303,7 +216,7 @@ def _reading_cell(t: _Tables, rec: dict[str, Any] | None, formula: str | None,
                 extra="opacity:0.55" if dim and colors is None else "")
 
 
-def _yes_no(t: _Tables, rec: dict[str, Any] | None) -> str:
+def _yes_no(t, rec: dict[str, Any] | None) -> str:
     if rec is None or t.t2d is None:
         return "–"
     if not rec["in_range"]:
@@ -330,7 +243,7 @@ def mapping_figure(mapping, max_points: int = MAX_POINTS):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    t = _Tables(mapping)
+    t = mapping.tables()
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.07,
                         row_heights=[0.64, 0.36],
                         subplot_titles=("target id per draft id", "stored d2t[i]"))
@@ -346,7 +259,7 @@ def mapping_figure(mapping, max_points: int = MAX_POINTS):
         bad = np.flatnonzero(~t.in_range(ids))[:max_points]
         out_x += bad.tolist()
         out_y += ids[bad].tolist()
-        dups = list(_duplicates(ids))[:max_points]
+        dups = list(t.duplicates(ids))[:max_points]
         dup_x += dups
         dup_y += ids[dups].tolist()
     idx = _sample(t.Vd, max_points, np.array(out_x + dup_x, dtype=np.int64))
@@ -435,11 +348,11 @@ def entries_table_html(mapping, tokenizer=None, n_first: int = 12, max_rows: int
     repeated target, not in t2d, d2t decreasing, engines vs trainer intent; the `max_rows` most
     serious when there are more): draft id, d2t, target id as offsets and as absolute,
     nonzero(t2d)[i], and token strings when a tokenizer is given."""
-    t = _Tables(mapping)
+    t = mapping.tables()
     if not t.usable:
         return show(panel("d2t entries", muted("d2t is not a usable table: "
                                                + "; ".join(t.problems))), display)
-    sus = suspicious_entries(mapping)
+    sus = mapping.suspicious_entries()
     chosen = list(sus)[:max_rows]
     ids = sorted(set(range(min(n_first, t.Vd))) | {t.Vd - 1} | set(chosen))
     has_abs = t.d2t is not None
@@ -524,7 +437,7 @@ def _tok(tokenizer, tid: int | None) -> str | None:
         return None
 
 
-def _draft_record(t: _Tables, i: int, tokenizer) -> dict[str, Any]:
+def _draft_record(t, i: int, tokenizer) -> dict[str, Any]:
     def reading(ids):
         if ids is None:
             return None
@@ -644,7 +557,7 @@ def lookup(mapping, query: Any, tokenizer=None) -> dict[str, Any]:
     A draft record: d2t, the target under each reading ("offsets", "absolute") with in range /
     in t2d / token, what the engines compute and what the trainer meant. A target record: its
     token, in t2d, and the draft ids that map to it under each reading."""
-    t = _Tables(mapping)
+    t = mapping.tables()
     q = str(query).strip() if not isinstance(query, (int, np.integer)) else str(int(query))
     out: dict[str, Any] = {"query": q, "draft": None, "targets": [], "notes": []}
     if not t.usable:
@@ -700,7 +613,7 @@ def _token_ids(tokenizer, q: str, notes: list[str]) -> list[int]:
     return [int(i) for i in ids]
 
 
-def _target_record(t: _Tables, tid: int, tokenizer) -> dict[str, Any]:
+def _target_record(t, tid: int, tokenizer) -> dict[str, Any]:
     def drafts(ids):
         return None if ids is None else np.flatnonzero(ids == tid)[:MAX_LOOKUP_IDS].tolist()
 
@@ -712,7 +625,7 @@ def _target_record(t: _Tables, tid: int, tokenizer) -> dict[str, Any]:
 
 def lookup_html(mapping, query: Any, tokenizer=None, display: bool = False) -> HTMLString:
     """`lookup` as a small HTML answer (see `lookup` for the query forms)."""
-    t = _Tables(mapping)
+    t = mapping.tables()
     res = lookup(mapping, query, tokenizer)
     parts = []
     d = res["draft"]

@@ -14,8 +14,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import Eagle3NbError
-from .findings import ERROR, WARNING, Finding, collapses
+import torch
+
+from eagle3_nb.acceptance import score_dumps, simulate
+from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.findings import ERROR, WARNING, Finding, collapses
+from eagle3_nb.model import as_engine_leaves
+from eagle3_nb.observed.metrics import parse_observed
+from eagle3_nb.session import NotInDump, load_dump_run, load_for_run, read_prompts
+from eagle3_nb.whatif import (
+    at_floor,
+    observed_accept_length,
+    rank,
+    run_what_if,
+    what_if_json,
+)
 
 
 @dataclass
@@ -34,7 +47,6 @@ class AcceptanceCheck:
     decode: Callable[[int], str] | None = None
 
     def summary(self) -> dict[str, Any]:
-        from .whatif import what_if_json
 
         return {"checkpoint": self.checkpoint, "target": self.target,
                 "num_steps": self.num_steps, "max_new_tokens": self.max_new_tokens,
@@ -53,7 +65,6 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
                      max_new_tokens: int = 64, n_samples: int | None = None,
                      observed=None, what_if: bool = True, engines: list[str] | None = None,
                      device: str | None = None, batch_size: int = 8) -> AcceptanceCheck:
-    from .metrics import parse_observed
 
     if not target and not hidden_states:
         raise Eagle3NbError("no target and no hidden-state dumps", "target / hidden_states",
@@ -62,7 +73,6 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
     check = AcceptanceCheck(str(checkpoint), str(target) if target else None, num_steps,
                             max_new_tokens, wiring, observed=obs)
     if hidden_states:  # the target, if given, only lends its embeddings (as engines share them)
-        from .hidden_dumps import score_on_dumps
         check.teacher_forced = score_on_dumps(checkpoint, hidden_states, num_steps,
                                               None if what_if else [wiring], n_samples, device,
                                               target, engines)
@@ -75,9 +85,6 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
 
 def _simulate_wirings(check, target, prompts, compare, n_samples, what_if, engines, device,
                       batch_size):
-    from .hidden_check import load_for_run, read_prompts
-    from .whatif import rank, run_what_if
-
     draft, tgt, presets = load_for_run(check.checkpoint, target, engines, device)
     for name in (check.wiring, compare):
         if name and name not in presets:
@@ -101,7 +108,7 @@ def _most_different(rows, wiring: str) -> str | None:
     """The engine wiring whose accept length is furthest from the chosen one (what to look at
     side by side when nothing was asked for)."""
     base = next(r for r in rows if r.wiring.name == wiring).mean_accept_length
-    engines = [r for r in rows if r.result and "==" in r.wiring.name and r.wiring.name != wiring]
+    engines = [r for r in rows if r.result and r.wiring.engine and r.wiring.name != wiring]
     if not engines:
         return None
     far = max(engines, key=lambda r: abs(r.mean_accept_length - base))
@@ -117,8 +124,6 @@ def _decoder(target) -> Callable[[int], str] | None:
 def acceptance_findings(rows, observed=None) -> list[Finding]:
     """Findings from the what-if rows: the draft at its floor as trained, engine wirings that
     collapse it, and an observed figure the trained wiring does not explain."""
-    from .whatif import at_floor, observed_accept_length
-
     by_name = {r.wiring.name: r for r in rows}
     trained = by_name.get("trained")
     if not trained or not trained.result:
@@ -148,7 +153,7 @@ def _collapses(rows, trained) -> list[Finding]:
     gain = trained.mean_accept_length - 1
     out = []
     for r in rows:
-        if "==" not in r.wiring.name:
+        if not r.wiring.engine:
             continue
         if r.result is None:
             continue  # an engine that refuses the draft is notebook 01's LOAD_ERROR
@@ -165,3 +170,66 @@ def _collapses(rows, trained) -> list[Finding]:
 def _resets(wiring) -> str:
     n = len(wiring.reset_params)
     return f" ({n} draft parameter(s) left at their initial values)" if n else ""
+
+
+@torch.no_grad()
+def score_on_dumps(checkpoint: str | Path, hidden_states: str | Path, num_steps: int = 4,
+                   wirings: list[str] | None = None, n_samples: int | None = None,
+                   device: str | None = None, target: str | Path | None = None,
+                   engines: list[str] | None = None, dump_layer_ids=None) -> list[dict[str, Any]]:
+    """Teacher-forced per-step accuracy (acceptance.score_dumps) under each named wiring, the
+    engine's unloaded parameters reset as in a live run; default: trained, single_layer and
+    every engine. A wiring the engine refuses or the dump cannot feed is a row with `error` or
+    `unmeasured` instead of numbers."""
+    run = load_dump_run(checkpoint, hidden_states, engines, n_samples, device, target,
+                        dump_layer_ids)
+    names = wirings or ["trained", "single_layer", *(p.key for p in run.profiles)]
+    unknown = [n for n in names if n not in run.presets]
+    if unknown:
+        raise Eagle3NbError(f"unknown wiring(s) {unknown}", "wiring",
+                            f"one of: {', '.join(run.presets)}")
+    rows = []
+    for name in names:
+        wiring = run.presets[name]
+        try:
+            if wiring.engine_error:
+                raise Eagle3NbError(f"{name} does not serve this draft: {wiring.engine_error}")
+            rows.append(score_dumps(as_engine_leaves(run.draft, wiring), run.samples,
+                                    run.features(wiring), num_steps, wiring))
+        except NotInDump as exc:
+            rows.append({"wiring": name, "unmeasured": f"{exc.what}: needs a live target"})
+        except Eagle3NbError as exc:
+            rows.append({"wiring": name, "error": exc.one_line()})
+    return rows
+
+
+def measure_acceptance(checkpoint: str | Path, target: str | Path, prompts: str | Path,
+                       wiring: str = "trained", num_steps: int = 4, max_new_tokens: int = 64,
+                       n_samples: int | None = None, device: str | None = None,
+                       stop_at_eos: bool = False, batch_size: int = 8):
+    """Simulated chain speculative decoding of the prompts under one named wiring."""
+    draft, tgt, presets = load_for_run(checkpoint, target, device=device)
+    if wiring not in presets:
+        raise Eagle3NbError(f"unknown wiring {wiring!r}", "--wiring",
+                            f"one of: {', '.join(presets)}")
+    samples = read_prompts(prompts, tgt, n_samples)
+    return simulate(draft, tgt, samples, num_steps, max_new_tokens, presets[wiring],
+                    stop_at_eos=stop_at_eos, batch_size=batch_size)
+
+
+def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path, observed=None,
+            num_steps: int = 4, max_new_tokens: int = 64, n_samples: int | None = None,
+            device: str | None = None, wirings: list[str] | None = None,
+            batch_size: int = 8) -> dict[str, Any]:
+    """Every named wiring (or the given ones) simulated on the prompts and ranked against what
+    the engine reported (a number, a log, metrics text, SGLang JSON, or None)."""
+    obs = parse_observed(observed) if observed is not None else None
+    draft, tgt, presets = load_for_run(checkpoint, target, device=device)
+    unknown = [w for w in wirings or [] if w not in presets]
+    if unknown:
+        raise Eagle3NbError(f"unknown wiring(s) {unknown}", "wirings", f"one of: {', '.join(presets)}")
+    chosen = {w: presets[w] for w in wirings} if wirings else presets
+    rows = rank(run_what_if(draft, tgt, read_prompts(prompts, tgt, n_samples), chosen, num_steps,
+                            max_new_tokens, batch_size=batch_size), obs)
+    return {"checkpoint": str(checkpoint), "num_steps": num_steps,
+            "max_new_tokens": max_new_tokens, **what_if_json(rows, obs)}

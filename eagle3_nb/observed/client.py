@@ -6,7 +6,7 @@ and a bounded number of retries; the base URL is always given by the caller (no 
 
 * SGLang: ``POST /generate`` with ``{"text": ..., "sampling_params": {"temperature": 0,
   "max_new_tokens": N}}`` per prompt; each response's ``meta_info`` is read with
-  :func:`eagle3_nb.metrics.parse_sglang_meta_info` (every documented version's names); then
+  :func:`eagle3_nb.observed.metrics.parse_sglang_meta_info` (every documented version's names); then
   ``GET /get_server_info`` (falling back to ``/server_info``) for the server's settings and
   lifetime ``avg_spec_accept_length`` (kept in ``details``, not mixed into your figures).
 * vLLM: ``GET /metrics`` before, OpenAI ``POST /v1/completions`` (temperature 0, ``max_tokens``)
@@ -27,15 +27,17 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .errors import Eagle3NbError
-from .metrics import (MetricsFormatError, ObservedMetrics, VLLMSpecCounters, parse_prometheus,
+from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.io.checkpoint import iter_jsonl
+from eagle3_nb.observed.metrics import (MetricsFormatError, ObservedMetrics, VLLMSpecCounters, parse_prometheus,
                       parse_sglang_meta_info, parse_sglang_server_info,
                       summarize_sglang_requests, vllm_spec_counters)
 
 __all__ = ["ServingError", "HttpClient", "measure_sglang", "measure_vllm", "measure_server",
-           "sglang_server_info"]
+           "sglang_server_info", "read_prompt_file"]
 
 _RETRY_STATUS = (502, 503, 504)
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -180,6 +182,23 @@ def _prompt_list(prompts: Any) -> list[str | list[int]]:
     return out
 
 
+def read_prompt_file(path: str | Path, limit: int | None = None) -> list[str | list[int]]:
+    """JSON Lines, one prompt per line: {"prompt": str} is sent as text, {"input_ids": [...]}
+    as token ids (the server's tokenizer must be the one they came from)."""
+    out: list[str | list[int]] = []
+    for n, row in iter_jsonl(path):
+        if isinstance(row.get("prompt"), str):
+            out.append(row["prompt"])
+        elif isinstance(row.get("input_ids"), list):
+            out.append(row["input_ids"])
+        else:
+            raise ServingError(f"line {n} has neither prompt nor input_ids", str(path),
+                               "one JSON object per line")
+        if limit and len(out) >= limit:
+            break
+    return _prompt_list(out)
+
+
 def _check_max_tokens(n: int, name: str) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ServingError(f"{name} must be a positive integer, got {n!r}")
@@ -212,8 +231,8 @@ def measure_sglang(base_url: str, prompts: Iterable[str | list[int]], max_new_to
     """Send each prompt to SGLang's native ``/generate`` (greedy) and pool the ``meta_info``
     figures. A prompt may be a string (``text``) or a list of token ids (``input_ids``).
 
-    Returns :class:`~eagle3_nb.metrics.ObservedMetrics` with ``per_request`` filled (one
-    :class:`~eagle3_nb.metrics.RequestSpecStats` dict per prompt, plus its ``prompt_index``).
+    Returns :class:`~eagle3_nb.observed.metrics.ObservedMetrics` with ``per_request`` filled (one
+    :class:`~eagle3_nb.observed.metrics.RequestSpecStats` dict per prompt, plus its ``prompt_index``).
     """
     max_new_tokens = _check_max_tokens(max_new_tokens, "max_new_tokens")
     plist = _prompt_list(prompts)

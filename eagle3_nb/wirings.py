@@ -1,59 +1,18 @@
-"""Wiring: how hidden states reach the draft and how the draft is computed, as named switches.
+"""The named wirings of one draft: how hidden states reach it and how it is computed.
 
-"As trained" and "as an engine serves it" differ in a handful of switches; a Wiring names them so
-the same draft can be run both ways and the difference measured (DOMAIN.md "The draft",
-"Aux layer ids"). Presets: `trained`, one per engine profile, and the classic failures.
+"As trained" and "as an engine serves it" differ in a handful of switches (model.Wiring), so the
+same draft can be run both ways and the difference measured. The presets: `trained` (from the
+draft's config), one per engine profile (from its load plan), and the classic failures.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from .config import DraftConfig, TargetInfo
-from .engines import PROFILES
-from .engines.planner import plan_load, trained_aux_indices
-from .errors import Eagle3NbError
-
-FC_RULES = ("always", "engine")            # engine: skip fc when the input is H wide (SGLang)
-# "zeros": no target state at all (the draft's token path alone: the floor a tiny, predictable
-# target leaves even when the features are useless); or "aux:<i>": the i-th captured layer alone
-HIDDEN_SOURCES = ("concat", "final_norm", "zeros")
-D2T_MODES = ("offsets", "absolute", "none")
-EXTRA_LAYER_NORMS = ("input_layernorm", "hidden_norm")
-
-
-@dataclass(frozen=True)
-class Wiring:
-    name: str
-    layer_ids: tuple[int, ...] | None      # target hidden_states indices captured (None: need L)
-    hidden_source: str = "concat"
-    fc_rule: str = "always"
-    d2t_mode: str = "offsets"
-    norm_before_residual: bool = False
-    norm_output: bool = False
-    extra_layer_norm: str = "input_layernorm"  # pre-attention norm of decoder layers >= 1
-    # draft parameters the engine leaves at their initial values (kit names, e.g. layers.0.mlp.
-    # up_proj.weight): the run resets them as the engine's allocation would leave them
-    reset_params: tuple[str, ...] = ()
-    engine_error: str = ""                 # non-empty: the engine refuses to serve it (no run)
-    note: str = ""
-
-    def __post_init__(self):
-        ok = (self.fc_rule in FC_RULES and self.d2t_mode in D2T_MODES
-              and self.extra_layer_norm in EXTRA_LAYER_NORMS
-              and (self.hidden_source in HIDDEN_SOURCES or self.hidden_source.startswith("aux:")))
-        if not ok:
-            raise Eagle3NbError(f"wiring {self.name!r} has an unknown switch value", None,
-                                f"fc_rule {FC_RULES}, d2t_mode {D2T_MODES}, hidden_source "
-                                f"{HIDDEN_SOURCES} or aux:<i>, extra_layer_norm {EXTRA_LAYER_NORMS}")
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "layer_ids": list(self.layer_ids) if self.layer_ids else None,
-                "hidden_source": self.hidden_source, "fc_rule": self.fc_rule,
-                "d2t_mode": self.d2t_mode, "norm_before_residual": self.norm_before_residual,
-                "norm_output": self.norm_output, "extra_layer_norm": self.extra_layer_norm,
-                "reset_params": list(self.reset_params), "engine_error": self.engine_error,
-                "note": self.note}
+from eagle3_nb.config import DraftConfig, TargetInfo
+from eagle3_nb.engines import PROFILES
+from eagle3_nb.engines.planner import plan_load, trained_aux_indices
+from eagle3_nb.model import Wiring
 
 
 def trained_wiring(cfg: DraftConfig, target: TargetInfo | None) -> Wiring:
@@ -77,7 +36,8 @@ def engine_wiring(profile, cfg: DraftConfig, shapes: dict, target: TargetInfo | 
                   plan.flags["norm_before_residual"], plan.flags["norm_output"],
                   profile.extra_layer_attn_norm, reset, error,
                   note=f"as {profile.key} serves it ({plan.verdict}"
-                       + (f"; {len(reset)} parameter(s) left at init" if reset else "") + ")")
+                       + (f"; {len(reset)} parameter(s) left at init" if reset else "") + ")",
+                  engine=profile.key)
 
 
 _FUSED_SHARDS = {"qkv_proj": {"q": "q_proj", "k": "k_proj", "v": "v_proj"},

@@ -31,10 +31,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import Eagle3NbError, OutputExistsError
-from .findings import CODES, SEVERITY_ORDER
-from .report import (NOTEBOOKS, SAMPLES, SUMMARY_NAME, ReportError, _atomic_write,
-                     notebook_parameters, render_html, run_notebook)
+from eagle3_nb.errors import Eagle3NbError, OutputExistsError
+from eagle3_nb.engines.advice import next_step
+from eagle3_nb.findings import CODES, SEVERITY_ORDER
+from eagle3_nb.io.files import atomic_write_text
+from eagle3_nb.io.resources import notebooks_dir, samples_dir
+from eagle3_nb.report.notebooks import (
+    SUMMARY_NAME,
+    ReportError,
+    notebook_parameters,
+    render_html,
+    run_notebook,
+)
 
 MARKER = ".eagle3-nb-report"
 FAIL_ON = ("error", "warning", "never")
@@ -124,10 +132,10 @@ def run_report(opts: ReportOptions, progress: Callable[[str], None] | None = Non
         say(f"[{i}/{len(steps)}] {step.name} ... " + run_step(step, opts.out, kernel_name))
     summary = build_summary(opts, steps, hashes, started)
     summary["unused_options"] = unused
-    _atomic_write(opts.out / SUMMARY_NAME, json.dumps(summary, indent=2, default=str) + "\n")
-    from .viz.triage import index_html
+    atomic_write_text(opts.out / SUMMARY_NAME, json.dumps(summary, indent=2, default=str) + "\n")
+    from eagle3_nb.viz.triage import index_html
     groups = group_findings(summary["findings"], summary["checkpoint"])
-    _atomic_write(opts.out / "index.html", index_html(summary, groups))
+    atomic_write_text(opts.out / "index.html", index_html(summary, groups))
     return summary
 
 
@@ -183,8 +191,8 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 def resolve_options(opts: ReportOptions) -> ReportOptions:
     """Absolute paths, implied files (--target DIR -> its config.json and tokenizer.json), and
     every check that can fail before anything is written."""
-    from .checkpoint import Checkpoint
-    from .engines import resolve_engines
+    from eagle3_nb.engines import resolve_engines
+    from eagle3_nb.io.checkpoint import Checkpoint
 
     ckpt = Checkpoint.open(opts.checkpoint)  # CheckpointError: bad input, exit 2
     o = ReportOptions(**{**opts.__dict__})
@@ -211,14 +219,16 @@ def resolve_options(opts: ReportOptions) -> ReportOptions:
     if o.fail_on not in FAIL_ON:
         raise Eagle3NbError(f"--fail-on {o.fail_on!r}", "--fail-on", f"one of {FAIL_ON}")
     if o.device:
-        from .hidden_check import pick_device  # imports torch: only when a device is named
+        from eagle3_nb.session import (
+            pick_device,  # imports torch: only when a device is named
+        )
         pick_device(o.device)                  # the check every run does, with its error
     if o.num_steps is not None and o.num_steps < 1:
         raise Eagle3NbError(f"--num-steps {o.num_steps}", "--num-steps", "draft depth K >= 1")
     resolve_engines(o.engines or None)  # EngineSpecError names the known profiles
     o.notebooks = [Path(p).resolve() for p in (o.notebooks or discover_notebooks())]
     if not o.notebooks:
-        raise Eagle3NbError("no notebooks found", str(NOTEBOOKS), "notebooks/NN_name.ipynb")
+        raise Eagle3NbError("no notebooks found", str(notebooks_dir()), "notebooks/NN_name.ipynb")
     check_out(o.out, o.overwrite)
     return o
 
@@ -270,8 +280,8 @@ def prepare_out(out: Path, overwrite: bool) -> None:
                               "directory\n", encoding="utf-8")
 
 
-def discover_notebooks(folder: Path = NOTEBOOKS) -> list[Path]:
-    return sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+def discover_notebooks(folder: Path | None = None) -> list[Path]:
+    return sorted((folder or notebooks_dir()).glob("[0-9][0-9]_*.ipynb"))
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -397,7 +407,7 @@ def input_hashes(opts: ReportOptions, steps: list[Step]) -> dict[str, Any]:
     """sha256 of the checkpoint's config.json and weights, and of every input file a notebook
     that runs reads (target config, tokenizer, prompts, corpus, observed metrics), defaults
     included. Target weights and hidden-state dumps are not hashed (they may be terabytes)."""
-    from .checkpoint import Checkpoint, sha256_file
+    from eagle3_nb.io.checkpoint import Checkpoint, sha256_file
 
     ckpt = Checkpoint.open(opts.checkpoint)
     files: dict[str, dict[str, str]] = {}
@@ -525,7 +535,7 @@ def exit_code(verdict: dict[str, Any], fail_on: str) -> int:
 
 def build_summary(opts: ReportOptions, steps: list[Step], hashes: dict[str, Any],
                   started: datetime) -> dict[str, Any]:
-    from .notebook_summary import SUMMARY_VERSION
+    from eagle3_nb.findings import SUMMARY_VERSION
 
     findings = merge_findings(steps, str(opts.checkpoint))
     figures = key_figures(steps)
@@ -541,221 +551,18 @@ def build_summary(opts: ReportOptions, steps: list[Step], hashes: dict[str, Any]
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
-# ----------------------------------------------------------------------------- next steps
-
-# The next thing to try per finding code ({engine}: the profile it holds for). Commands are the
-# kit's own; engine facts are from ../shared/DOMAIN.md and the notes it cites.
-NEXT_STEPS: dict[str, str] = {
-    "KEYS_DROPPED": "convert a copy to the layout {engine} loads: eagle3-nb convert CKPT NEW "
-                    "--engine {engine} (never in place), then serve the copy",
-    "PARAMS_UNLOADED": "same fix as the dropped keys: convert a copy for {engine}; unloaded "
-                       "linear weights hold uninitialised memory",
-    "LOAD_ERROR": "read the message: usually a config dialect or key layout {engine} does not "
-                  "read; eagle3-nb convert CKPT NEW --engine {engine}, or serve with an engine "
-                  "version whose verdict is ok",
-    "SHAPE_MISMATCH": "config.json and the weights disagree: re-export from the trainer, or fix "
-                      "config.json in a copy",
-    "AUX_LAYERS_DEFAULTED": "declare the layer ids training captured in config.json's "
-                            "eagle_config.eagle_aux_hidden_state_layer_ids (SGLang reads only "
-                            "the nested eagle_config); notebook 03 shows what each choice gives",
-    "AUX_LAYER_CONVENTION": "write the ids in the convention {engine} reads (SGLang Llama "
-                            "targets add +1, vLLM reads hidden_states[id]); compare the wirings "
-                            "in notebooks 03 and 04",
-    "AUX_COUNT_MISMATCH": "make num_aux_hidden_states / the eagle_config id list agree with "
-                          "fc's input width divided by the target hidden size",
-    "FC_SKIPPED": "make the engine capture the aux layers (use_aux_hidden_state true, SGLang "
-                  "--speculative-algorithm EAGLE3) so the A x H wide concat reaches fc",
-    "NAN_WEIGHTS": "re-export the weights from the trainer's state: a NaN or never-trained "
-                   "lm_head or embedding gives accept length 1.00",
-    "CONTEXT_TOO_SHORT": "serve with a context no longer than the draft's "
-                         "max_position_embeddings, or accept lower acceptance on long prompts "
-                         "(SGLang: SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1)",
-    "REMOTE_CODE": "nothing to fix: serve without --trust-remote-code",
-    "NORM_FLAG_AMBIGUOUS": "write the flag the trainer used explicitly into config.json (in a "
-                           "copy) so every engine computes the trained draft",
-    "NORM_FLAG_IGNORED": "{engine} computes the draft differently from training: measure the "
-                         "gap with notebook 04's what-if wirings, or serve with an engine that "
-                         "reads the flag",
-    "EMBED_REPLACED": "nothing to do when the draft was trained with the target's embeddings "
-                      "(the usual case)",
-    "LM_HEAD_FROM_TARGET": "check draft_vocab_size: {engine} uses the target's lm_head",
-    "STATS_SKIPPED": "scan every tensor: eagle3-nb inspect CKPT --stats-budget 8G",
-    "D2T_MISSING": "rebuild d2t: eagle3-nb convert CKPT NEW --fix-d2t (from t2d when present), "
-                   "else from the training token counts",
-    "D2T_ABSOLUTE": "eagle3-nb convert CKPT NEW --fix-d2t writes offsets into a copy and "
-                    "re-reads it to prove the fix",
-    "D2T_INVALID": "re-export the trainer's mapping; do not patch the table by hand",
-    "D2T_AMBIGUOUS": "change nothing: find the trainer's t2d or look up a few ids with the "
-                     "tokenizer (notebook 02); trainers write offsets",
-    "T2D_MISMATCH": "find which of d2t and t2d the trainer wrote; engines use only d2t",
-    "LOW_VOCAB_COVERAGE": "the draft vocabulary caps acceptance on this corpus: retrain with a "
-                          "larger draft_vocab_size or token counts from serving-like data",
-    "ACCEPT_AT_FLOOR": "the weights or the training data are the problem, not the serving: "
-                       "check what training fed the draft (hidden states, TTT steps, loss) and "
-                       "re-export",
-    "ACCEPT_COLLAPSES": "fix how {engine} serves the draft (the what-if table in notebook 04 "
-                        "names the switch: layout, layer ids, EAGLE3, norm flags), not the "
-                        "weights",
-    "ACCEPT_MISMATCH": "find the what-if wiring in notebook 04 that reproduces the engine's "
-                       "figure: it names what the engine does differently from training",
-    "HIDDEN_COLLAPSES": "fix how {engine} serves the draft, not the weights: notebook 03's "
-                        "wirings table says what differs (fc skipped, layer ids, parameters "
-                        "left unloaded); notebook 01 names the keys and flags",
-    "HIDDEN_LAYERS_DIFFER": "declare the layer ids training captured, in the convention "
-                            "{engine} reads (config.json's eagle_config."
-                            "eagle_aux_hidden_state_layer_ids); do not judge the fix by how "
-                            "small the loss is on one target",
-}
-
-
-def next_step(code: str | None, engines: list[str | None] | None = None,
-              checkpoint: str | None = None) -> str:
-    """The next thing to try for a finding, with the engine and checkpoint filled in. Of
-    several engines the last (the inspection lists versions oldest first) goes into the
-    command; the others are named after it."""
-    named = [e for e in engines or [] if e]
-    text = NEXT_STEPS.get(code or "", "see the notebook that reported it")
-    if "{engine}" in text and len(named) > 1:
-        text += f" (likewise for {', '.join(named[:-1])})"
-    ckpt = checkpoint or "CKPT"
-    return (text.replace("{engine}", named[-1] if named else "the engine version you serve with")
-            .replace("CKPT NEW", f"{ckpt} {ckpt}-converted").replace("CKPT", ckpt))
-
-
-def top_findings(data: dict[str, Any], limit: int = 8) -> list[dict[str, Any]]:
-    """An inspection's findings (its JSON form) grouped across engines, errors first, with what
-    the code means and the next thing to try; at most `limit` groups."""
-    groups: dict[tuple, dict[str, Any]] = {}
-    for f in data.get("findings", []):
-        key = (f["code"], f["severity"], f["message"])
-        g = groups.setdefault(key, {"code": f["code"], "severity": f["severity"],
-                                    "message": f["message"], "engines": [],
-                                    "meaning": CODES.get(f["code"], "")})
-        g["engines"].append(f["engine"])
-    rows = sorted(groups.values(), key=lambda g: SEVERITY_ORDER[g["severity"]])
-    for g in rows:
-        g["engines"] = [e for e in g["engines"] if e is not None]
-        g["todo"] = next_step(g["code"], g["engines"], data.get("checkpoint"))
-    return rows[:limit]
-
-
-# ----------------------------------------------------------------------------- engine flags
-
-def engine_flags(data: dict[str, Any]) -> list[dict[str, str]]:
-    """The serving flags to check by hand, filled in from an inspection (its JSON form): one row
-    per flag with engine, flag, why and the reference note it comes from."""
-    engines = data.get("engines", [])
-    rows: list[dict[str, str]] = []
-    if any(e["engine"] == "sglang" for e in engines):
-        rows += _sglang_flags(data, [e for e in engines if e["engine"] == "sglang"])
-    if any(e["engine"] == "vllm" for e in engines):
-        rows += _vllm_flags(data, [e for e in engines if e["engine"] == "vllm"])
-    return rows
-
-
-def _row(engine: str, flag: str, why: str, source: str) -> dict[str, str]:
-    return {"engine": engine, "flag": flag, "why": why, "source": source}
-
-
-def _loads(profiles: list[dict]) -> str:
-    ok = [e["profile"] for e in profiles if e["verdict"] == "ok"]
-    return ", ".join(ok) if ok else "none as is: convert a copy first (eagle3-nb convert)"
-
-
-def _aux_text(profiles: list[dict]) -> str:
-    """What each engine version captures against what the draft was trained on, versions
-    with the same answer together."""
-    groups: dict[str, list[str]] = {}
-    for e in profiles:
-        aux = e.get("aux_layers") or {}
-        got = aux.get("ids") if aux.get("use_aux_hidden_state", True) else "the final-norm state"
-        if got is None:
-            text = (f"captures {aux.get('source')} layers, unresolved without the target's "
-                    "config (pass it to compare with training)")
-        else:
-            text = (f"captures hidden_states {got} ({aux.get('source')}), trained on "
-                    f"{aux.get('trained')}" + (": MISMATCH" if got != aux.get("trained") else ""))
-        groups.setdefault(text, []).append(e["profile"])
-    return "; ".join(f"{', '.join(names)} {text}" for text, names in groups.items())
-
-
-def _sglang_flags(data: dict[str, Any], profiles: list[dict]) -> list[dict[str, str]]:
-    ckpt, codes = data.get("checkpoint"), {f["code"] for f in data.get("findings", [])}
-    # ../shared/reference/sglang-serving.md §1 (set_embed_and_head, d2t ignored, no capture
-    # under EAGLE), §4.5 (CLI flags, auto-chosen (steps, topk, draft tokens)), PR #21272
-    rows = [
-        _row("SGLang", "--speculative-algorithm EAGLE3",
-             "not EAGLE: with EAGLE no aux states are captured, the target's head replaces the "
-             "draft's and d2t is ignored; accept length ~1.0 with no error",
-             "sglang-serving.md §1, §2, §4.5; sglang PR #21272"),
-        _row("SGLang", f"--speculative-draft-model-path {ckpt}",
-             f"the directory inspected here (or your converted copy); loads as is on: "
-             f"{_loads(profiles)}", "sglang-serving.md §4.5"),
-        _row("SGLang", "--speculative-num-steps, --speculative-eagle-topk, "
-             "--speculative-num-draft-tokens",
-             "set all three or none (only some: assertion); unset, SGLang picks (5, 4, 8) for "
-             "Llama targets and (3, 1, 4) otherwise; with topk 1 draft tokens = steps + 1. "
-             "Compare accept lengths only at equal settings", "sglang-serving.md §4.5"),
-        _row("SGLang", "eagle_config.eagle_aux_hidden_state_layer_ids (draft config.json)",
-             "SGLang reads aux layer ids only from the nested eagle_config. "
-             + _aux_text(profiles), "DOMAIN.md 'Aux layer ids'; sglang-serving.md §2"),
-    ]
-    if "CONTEXT_TOO_SHORT" in codes:
-        rows.append(_row("SGLang", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
-                         "the draft's max_position_embeddings is below the target's context: "
-                         "startup fails without it, acceptance drops on long prompts with it",
-                         "sglang-serving.md §4.5"))
-    if "REMOTE_CODE" in codes:
-        rows.append(_row("SGLang", "no --trust-remote-code",
-                         "the checkpoint ships code; SGLang would import it", "DOMAIN.md SGLang"))
-    return rows
-
-
-def _vllm_flags(data: dict[str, Any], profiles: list[dict]) -> list[dict[str, str]]:
-    ckpt = data.get("checkpoint")
-    spec = f'{{"method": "eagle3", "model": {json.dumps(ckpt)}, "num_speculative_tokens": K}}'
-    # ../shared/reference/speculators-and-vllm.md §4 (config ingestion, method auto-detection,
-    # verifier must be a remote repo id in 0.33, aux ids read as hidden_states[id])
-    rows = [
-        _row("vLLM", f"--speculative-config '{spec}'",
-             'method must be "eagle3": vLLM infers it only when the draft path contains "eagle3"; '
-             f"loads as is on: {_loads(profiles)}", "speculators-and-vllm.md §4"),
-        _row("vLLM", "num_speculative_tokens",
-             "the draft depth K; compare accept lengths only at equal K (vLLM's mean acceptance "
-             "length = 1 + accepted / drafts)", "DOMAIN.md vLLM; speculators-and-vllm.md §4"),
-        _row("vLLM", "aux layer ids", "vLLM captures hidden_states[id] with no offset. "
-             + _aux_text(profiles), "DOMAIN.md 'Aux layer ids'"),
-    ]
-    if (data.get("config") or {}).get("dialect") == "speculators":
-        rows.append(_row("vLLM", "--model TARGET with --speculative-config",
-                         "a speculators config names its verifier; in 0.33 a local verifier path "
-                         "raises, so pass the target and the speculative config explicitly",
-                         "speculators-and-vllm.md §4"))
-    return rows
-
-
-def triage_summary(data: dict[str, Any], notebook: str = "00_triage") -> dict[str, Any]:
-    """Notebook 00's summary.json: the inspection digest, the top findings with next steps, and
-    the engine flags to check."""
-    from .notebook_summary import inspection_summary
-
-    out = inspection_summary(data, notebook)
-    out["top_findings"] = top_findings(data)
-    out["engine_flags"] = engine_flags(data)
-    return out
-
-
 # ----------------------------------------------------------------------------- demo
 
 def run_demo(out: Path = Path("reports/demo"), progress: Callable[[str], None] | None = None,
              kernel_name: str | None = None) -> dict[str, Any]:
     """The full report on the bundled layers0-flat draft (its keys SGLang 0.5.9 drops silently)
     served against the bundled tiny target, small enough for two CPU cores."""
-    draft = SAMPLES / "drafts" / "layers0-flat"
-    if not draft.is_dir() or not (SAMPLES / "target" / "config.json").is_file():
-        raise Eagle3NbError("bundled samples not found", str(SAMPLES),
+    samples = samples_dir()
+    draft = samples / "drafts" / "layers0-flat"
+    if not draft.is_dir() or not (samples / "target" / "config.json").is_file():
+        raise Eagle3NbError("bundled samples not found", str(samples),
                             "run `make samples` (python -m eagle3_nb.samples)")
-    opts = ReportOptions(checkpoint=draft, out=Path(out), target=SAMPLES / "target",
+    opts = ReportOptions(checkpoint=draft, out=Path(out), target=samples / "target",
                          overwrite=True, fail_on="never",
                          command=["eagle3-nb", "demo", "--out", str(out)],
                          extra=demo_parameters())

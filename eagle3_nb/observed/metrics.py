@@ -55,11 +55,17 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .errors import Eagle3NbError
+from eagle3_nb.engines.metrics import (RATE_SGLANG_LOG_NEW,
+                                       RATE_SGLANG_LOG_OLD, RATE_SGLANG_LOG_UNKNOWN,
+                                       RATE_SGLANG_REQUEST, RATE_VLLM, SGLANG_META_0_5_9_NAMES,
+                                       SGLANG_META_EXPECTED, SGLANG_META_LEGACY_NAMES,
+                                       SGLANG_META_NEW_NAMES, sglang_log_rate_convention,
+                                       sglang_meta_family, version_tuple)
+from eagle3_nb.errors import Eagle3NbError, EngineSpecError
 
 __all__ = [
     "MetricsFormatError", "ObservedMetrics", "SGLangDecodeLine", "RequestSpecStats", "VLLMSpecLine",
@@ -78,29 +84,12 @@ class MetricsFormatError(Eagle3NbError):
 # ------------------------------------------------------------------------------------------------
 # conventions
 
-RATE_SGLANG_LOG_OLD = ("sglang<=0.5.9 log/gauge: accepted tokens incl. bonus / "
-                       "(verify steps x num_draft_tokens)")
-RATE_SGLANG_LOG_NEW = ("sglang>0.5.9 log/gauge (read in 0.5.23): correct drafts / "
-                       "(verify steps x (num_draft_tokens - 1)), bonus excluded")
-RATE_SGLANG_LOG_UNKNOWN = ("sglang log/gauge, formula unknown: <=0.5.9 accepted incl. bonus / "
-                           "(verify steps x num_draft_tokens); later correct drafts / "
-                           "(verify steps x (num_draft_tokens - 1))")
-RATE_SGLANG_REQUEST = ("sglang per-request spec_accept_rate: correct drafts / "
-                       "(verify steps x (num_draft_tokens - 1)), bonus excluded")
-RATE_VLLM = "vllm: accepted draft tokens / drafted tokens, bonus excluded"
-
-ACCEPT_LENGTH_CONVENTION = "accepted draft tokens + 1 bonus token per verify step (1..k+1)"
-
-
 def _version_tuple(version: str | None) -> tuple[int, int, int] | None:
-    """'0.5.23' / '0.4.10.post2' / 'v0.5.9' -> (0, 5, 23); None stays None."""
-    if version is None:
-        return None
-    m = re.match(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?", str(version))
-    if not m:
+    try:
+        return version_tuple(version)
+    except EngineSpecError:
         raise MetricsFormatError(f"cannot read version {version!r}", None,
-                                 "give it like 0.5.23, 0.5.16, 0.5.9 or 0.4.10")
-    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+                                 "give it like 0.5.23, 0.5.16, 0.5.9 or 0.4.10") from None
 
 
 def _finite(value: Any, what: str, where: str | None = None, *, minimum: float | None = 0.0
@@ -360,9 +349,9 @@ def summarize_sglang_log(lines: list[SGLangDecodeLine], *, version: str | None =
         obs.accept_rate = sum(w * ln.accept_rate for w, ln in zip(rw, with_rate)) / sum(rw)
         pairs = [(ln.accept_len, ln.accept_rate) for ln in with_rate]
         conv, c_old, c_new = _infer_log_rate_convention(pairs, num_draft_tokens)
-        vt = _version_tuple(version)
-        if vt is not None:
-            given = RATE_SGLANG_LOG_OLD if vt <= (0, 5, 9) else RATE_SGLANG_LOG_NEW
+        _version_tuple(version)  # a version that cannot be read is bad input
+        given = sglang_log_rate_convention(version)
+        if given is not None:
             if conv is not None and conv != given:
                 notes.append(f"version {version} was given, but the printed pairs fit the other "
                              f"accept-rate formula ({conv}); using the version's")
@@ -402,22 +391,6 @@ def summarize_sglang_log(lines: list[SGLangDecodeLine], *, version: str | None =
 
 # ------------------------------------------------------------------------------------------------
 # SGLang per-request meta_info
-
-_NEW_NAMES = ("spec_num_correct_drafts", "spec_num_proposed_drafts",
-              "spec_correct_drafts_histogram")
-_LEGACY_NAMES = ("spec_accepted_drafts", "spec_proposed_drafts")
-_OLD9_NAMES = ("spec_accept_token_num", "spec_draft_token_num")
-
-_EXPECTED_BY_VERSION = {
-    "0.5.23": "spec_verify_ct, spec_accept_length, spec_accept_rate, spec_num_correct_drafts, "
-              "spec_num_proposed_drafts, spec_correct_drafts_histogram",
-    "0.5.16": "those of 0.5.23 plus the legacy spec_accepted_drafts, spec_proposed_drafts, "
-              "spec_accept_histogram",
-    "0.5.9": "spec_verify_ct, spec_accept_length, spec_accept_rate, spec_accept_token_num, "
-             "spec_draft_token_num, spec_accept_histogram",
-    "0.4.10": "spec_verify_ct only (plus completion_tokens)",
-}
-
 
 @dataclass
 class RequestSpecStats:
@@ -461,20 +434,6 @@ def _load_json(obj: Any, what: str) -> Any:
     return obj
 
 
-def _family_of(version: str) -> str:
-    """Which documented field-name set a version uses (the notes read 0.4.10, 0.5.9, 0.5.16,
-    0.5.23; versions in between are 'undocumented')."""
-    vt = _version_tuple(version)
-    assert vt is not None
-    if vt >= (0, 5, 16):
-        return "0.5.16+"
-    if vt == (0, 5, 9):
-        return "0.5.9"
-    if (0, 4, 0) <= vt <= (0, 4, 10):
-        return "0.4.10"
-    return "undocumented"
-
-
 def _int_list(value: Any, what: str, where: str) -> list[int]:
     if not isinstance(value, list) or not value:
         raise MetricsFormatError(f"{what} is {value!r}, expected a non-empty list of counts", where)
@@ -515,9 +474,9 @@ def parse_sglang_meta_info(obj: Any, version: str | None = None) -> RequestSpecS
     if verify <= 0:
         raise MetricsFormatError("spec_verify_ct is 0: no verify step ran for this request, "
                                  "speculative decoding looks off", where)
-    has_new = any(k in meta for k in _NEW_NAMES)
-    has_legacy = any(k in meta for k in _LEGACY_NAMES)
-    has_old9 = any(k in meta for k in _OLD9_NAMES)
+    has_new = any(k in meta for k in SGLANG_META_NEW_NAMES)
+    has_legacy = any(k in meta for k in SGLANG_META_LEGACY_NAMES)
+    has_old9 = any(k in meta for k in SGLANG_META_0_5_9_NAMES)
     if has_old9 and (has_new or has_legacy):
         raise MetricsFormatError(
             "meta_info mixes 0.5.9 names (spec_accept_token_num/spec_draft_token_num) with "
@@ -534,7 +493,7 @@ def parse_sglang_meta_info(obj: Any, version: str | None = None) -> RequestSpecS
         detected = "unknown"
     notes: list[str] = []
     if version is not None:
-        fam = _family_of(version)
+        fam = sglang_meta_family(version)
         det_fam = {"0.5.23": "0.5.16+", "0.5.16": "0.5.16+", "0.5.9": "0.5.9",
                    "0.4.10": "0.4.10"}.get(detected, "unknown")
         if fam == "undocumented":
@@ -544,7 +503,7 @@ def parse_sglang_meta_info(obj: Any, version: str | None = None) -> RequestSpecS
             notes.append(f"version {version} was given but meta_info has spec_verify_ct only: "
                          "accept length from completion_tokens / spec_verify_ct")
         elif det_fam != fam:
-            exp = _EXPECTED_BY_VERSION["0.5.23" if fam == "0.5.16+" else fam]
+            exp = SGLANG_META_EXPECTED["0.5.23" if fam == "0.5.16+" else fam]
             raise MetricsFormatError(
                 f"version {version} was given, so meta_info should carry {exp}; it carries "
                 f"{spec_keys} (the names of SGLang {detected})", where,
@@ -1224,7 +1183,7 @@ def vllm_spec_metrics(samples: Any, model_name: str | None = None, *,
                       source: str = "vLLM /metrics") -> ObservedMetrics:
     """Mean acceptance length, acceptance rate and per-position acceptance from vLLM counters
     (Prometheus text or samples, or the offline ``LLM.get_metrics()`` list). These are lifetime
-    totals; :mod:`eagle3_nb.serving` takes the difference of two scrapes instead."""
+    totals; :mod:`eagle3_nb.observed.client` takes the difference of two scrapes instead."""
     return vllm_spec_counters(samples, model_name).to_observed(source, num_speculative_tokens)
 
 
@@ -1261,14 +1220,12 @@ def sglang_spec_metrics(samples: Any, model_name: str | None = None, *, version:
         obs.details["samples"] = vals
     if rates:
         obs.accept_rate = sum(s.value for s in rates) / len(rates)
-        vt = _version_tuple(version)
-        if vt is None:
-            obs.accept_rate_convention = RATE_SGLANG_LOG_UNKNOWN
-        else:
-            obs.accept_rate_convention = (RATE_SGLANG_LOG_OLD if vt <= (0, 5, 9)
-                                          else RATE_SGLANG_LOG_NEW)
+        _version_tuple(version)
+        convention = sglang_log_rate_convention(version)
+        obs.accept_rate_convention = convention or RATE_SGLANG_LOG_UNKNOWN
+        if convention is not None:
             obs.version_detected = str(version)
-            if vt > (0, 5, 9):
+            if convention == RATE_SGLANG_LOG_NEW:
                 obs.draft_acceptance_rate = obs.accept_rate
     return obs
 
@@ -1304,6 +1261,8 @@ def _from_json(data: Any, source: str, kw: dict[str, Any]) -> ObservedMetrics:
         raise MetricsFormatError(f"JSON {type(data).__name__} is none of the known formats", source)
     if "internal_states" in data:
         return parse_sglang_server_info(data, source)
+    if {"engine", "source", "mean_accept_length", "accept_rate_convention"} <= set(data):
+        return _from_saved(data, source)  # what `eagle3-nb observe --out` wrote
     if "meta_info" in data or "completion_tokens" in data or any(
             k.startswith("spec_") for k in data):
         return parse_sglang_responses([data], kw.get("version"), source)
@@ -1311,6 +1270,19 @@ def _from_json(data: Any, source: str, kw: dict[str, Any]) -> ObservedMetrics:
         f"JSON object with keys {sorted(data)[:12]} is none of: an SGLang /generate response "
         "(meta_info), a meta_info (spec_verify_ct ...), a /get_server_info (internal_states)",
         source)
+
+
+def _from_saved(data: dict[str, Any], source: str) -> ObservedMetrics:
+    names = {f.name for f in fields(ObservedMetrics)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise MetricsFormatError(f"saved figures with unknown fields {unknown[:8]}", source,
+                                 "write them again with this version's eagle3-nb observe --out")
+    obs = ObservedMetrics(**data)
+    if obs.mean_accept_length is not None:
+        obs.mean_accept_length = _finite(obs.mean_accept_length, "mean_accept_length", source)
+    obs.notes = [*obs.notes, f"read from {source} (written by eagle3-nb observe)"]
+    return obs
 
 
 def parse_observed(observed: Any, *, version: str | None = None,

@@ -13,18 +13,16 @@ The recipe of EAGLE-3 (SafeAILab traineagle3/cnets.py, SpecForge core/eagle3.py)
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
 
-from .config import DraftConfig
-from .errors import Eagle3NbError
-from .model import Eagle3Draft
-from .training import lr_at
-from .vocab import build_from_counts
+from eagle3_nb.config import DraftConfig
+from eagle3_nb.model import Eagle3Draft, ttt_logits
+from eagle3_nb.samples.training import lr_at
+from eagle3_nb.vocab import build_from_counts
 
 
 @dataclass(frozen=True)
@@ -45,56 +43,6 @@ def vocab_tables(stream: torch.Tensor, draft_vocab: int, vocab: int):
     counts = torch.bincount(stream, minlength=vocab).numpy()
     mapping = build_from_counts(counts, draft_vocab, vocab)
     return torch.from_numpy(mapping.d2t), torch.from_numpy(mapping.t2d)
-
-
-def _attend(layer, a, positions, inv_freq, past_k, past_v):
-    """Attention of one TTT step: causal over step-0 keys, diagonal over later steps' keys."""
-    att = layer.self_attn
-    B, T, _ = a.shape
-    q, k, v = att.qkv(a, positions, inv_freq)
-    past_k.append(k)
-    past_v.append(v)
-    g = att.nh // att.nkv
-    keys = [kk.repeat_interleave(g, 1) for kk in past_k]
-    vals = [vv.repeat_interleave(g, 1) for vv in past_v]
-    scale = 1.0 / math.sqrt(att.hd)
-    causal = torch.ones(T, T, dtype=torch.bool, device=a.device).tril()
-    s0 = (q @ keys[0].transpose(-1, -2) * scale).masked_fill(~causal, float("-inf"))
-    diag = [((q * kk).sum(-1, keepdim=True) * scale) for kk in keys[1:]]
-    p = torch.softmax(torch.cat([s0, *diag], -1), -1)
-    out = p[..., :T] @ vals[0]
-    for i, vv in enumerate(vals[1:]):
-        out = out + p[..., T + i:T + i + 1] * vv
-    return att.o_proj(out.transpose(1, 2).reshape(B, T, att.nh * att.hd))
-
-
-def ttt_logits(draft: Eagle3Draft, tokens: torch.Tensor, feats: torch.Tensor, n_steps: int):
-    """Logits of each TTT step over the positions that have a token j+1 ahead: list of
-    [B, T - 1 - j, Vd]. tokens [B, T], feats [B, T, A*Ht] (target features at each position)."""
-    if len(draft.layers) != 1:
-        raise Eagle3NbError(f"teacher-forced TTT scoring handles one-layer drafts; this one has "
-                            f"{len(draft.layers)}", None,
-                            "score it with a live target (simulated acceptance) instead")
-    layer, B, T = draft.layers[0], tokens.shape[0], tokens.shape[1] - 1
-    h = draft.project(feats[:, :T], draft.wiring)[0]
-    base = torch.arange(T, device=tokens.device).expand(B, T)
-    past_k, past_v, out = [], [], []
-    for j in range(n_steps):
-        n = T - j                                    # positions with a token j+1 ahead
-        embeds = draft.embed_tokens(tokens[:, 1 + j:1 + j + n])
-        x = h[:, :n]
-        normed = layer.hidden_norm(x)
-        residual = normed if draft.wiring.norm_before_residual else x
-        a = torch.cat([layer.input_layernorm(embeds), normed], -1)
-        pk = [k[:, :, :n] for k in past_k]
-        pv = [v[:, :, :n] for v in past_v]
-        y = residual + _attend(layer, a, base[:, :n] + j, draft.inv_freq, pk, pv)
-        y = y + layer.mlp(layer.post_attention_layernorm(y))
-        past_k, past_v = pk, pv
-        normed_out = draft.norm(y)
-        out.append(draft.lm_head(normed_out))
-        h = normed_out if draft.wiring.norm_output else y
-    return out
 
 
 def ttt_loss(logits_steps, target_logits, t2d, step_decay: float):

@@ -16,7 +16,7 @@ from math import prod
 from pathlib import Path
 from typing import Iterator
 
-from .errors import SafetensorsFormatError
+from eagle3_nb.errors import SafetensorsFormatError
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors reference implementation's own bound
 

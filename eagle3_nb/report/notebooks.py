@@ -1,10 +1,10 @@
 """Headless runs: papermill executes a notebook, nbconvert renders it to self-contained HTML,
 and each notebook leaves a summary.json next to them.
 
-    run_notebook(NOTEBOOKS / "01_checkpoint_keys.ipynb", Path("out"), {"checkpoint": "my/draft"})
+    run_notebook(notebooks_dir() / "01_checkpoint_keys.ipynb", Path("out"), {"checkpoint": "my/draft"})
     render_html(Path("out/01_checkpoint_keys.ipynb"), Path("out/01_checkpoint_keys.html"))
 
-The whole report (every notebook, index.html, merged summary.json) is eagle3_nb.triage.
+The whole report (every notebook, index.html, merged summary.json) is eagle3_nb.report.run.
 
 The HTML works offline: plotly.js is embedded once by the notebooks' "notebook" plotly renderer;
 the template's require.js, MathJax and mermaid loaders and plotly's per-figure MathJax
@@ -15,6 +15,8 @@ lazily.
 
 from __future__ import annotations
 
+import functools
+
 import json
 import os
 import re
@@ -22,11 +24,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import Eagle3NbError
+from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.io.files import atomic_write_text
+from eagle3_nb.io.resources import notebooks_dir
 
-REPO = Path(__file__).resolve().parent.parent
-NOTEBOOKS = REPO / "notebooks"
-SAMPLES = REPO / "data_samples"
 PATH_PARAMETERS = ("checkpoint", "target_config", "output_dir", "tokenizer", "corpus", "target",
                    "prompts", "hidden_states")  # resolved against the caller's cwd
 SUMMARY_NAME = "summary.json"
@@ -56,26 +57,6 @@ class ReportError(Eagle3NbError):
 
 
 # ----------------------------------------------------------------------------- parameters
-
-def parse_engines(engine: str | list[str] | None) -> list[str] | None:
-    """A notebook's `engine` parameter -> `inspect_checkpoint(engines=...)`.
-
-    "all", "" or None: every profile. Otherwise comma-separated engines, each NAME==VERSION or,
-    because papermill cannot read a "=" in a parameter's help comment, NAME:VERSION,
-    NAME@VERSION or "NAME VERSION"."""
-    if engine is None:
-        return None
-    items = engine if isinstance(engine, list) else str(engine).split(",")
-    out = []
-    for item in (i.strip() for i in items):
-        if not item or item == "all":
-            continue
-        if "==" not in item:
-            parts = re.split(r"[:@\s]+", item, maxsplit=1)
-            if len(parts) == 2 and parts[1]:
-                item = f"{parts[0]}=={parts[1]}"
-        out.append(item)  # anything else: resolve_engines says what is wrong
-    return out or None
 
 
 # ----------------------------------------------------------------------------- kernel
@@ -126,7 +107,7 @@ def run_notebook(notebook: Path, out_dir: Path, parameters: dict[str, Any] | Non
 
     notebook, out_dir = Path(notebook).resolve(), Path(out_dir).resolve()
     if not notebook.is_file():
-        raise ReportError("notebook not found", str(notebook), f"notebooks live in {NOTEBOOKS}")
+        raise ReportError("notebook not found", str(notebook), f"notebooks live in {notebooks_dir()}")
     out_dir.mkdir(parents=True, exist_ok=True)
     params = dict(parameters or {})
     declared = notebook_parameters(notebook)
@@ -157,10 +138,19 @@ def run_notebook(notebook: Path, out_dir: Path, parameters: dict[str, Any] | Non
 
 
 def notebook_parameters(notebook: Path) -> dict[str, dict[str, Any]]:
-    """papermill's view of the `parameters` cell: name -> {inferred_type_name, default, help}."""
+    """papermill's view of the `parameters` cell: name -> {inferred_type_name, default, help}.
+    Read once per notebook file version (one report asks several times per notebook)."""
+    path = Path(notebook).resolve()
+    stat = path.stat() if path.is_file() else None
+    key = (str(path), stat.st_mtime_ns if stat else None, stat.st_size if stat else None)
+    return {name: dict(p) for name, p in _parameters_of(key).items()}
+
+
+@functools.lru_cache(maxsize=64)
+def _parameters_of(key: tuple) -> dict[str, dict[str, Any]]:
     import papermill as pm
 
-    return dict(pm.inspect_notebook(str(notebook)))
+    return dict(pm.inspect_notebook(key[0]))
 
 
 # ----------------------------------------------------------------------------- HTML
@@ -184,7 +174,7 @@ def render_html(executed_ipynb: Path, html_path: Path) -> Path:
     body = _REMOTE_SCRIPT.sub("", body)
     html_path = Path(html_path)
     html_path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(html_path, body)
+    atomic_write_text(html_path, body)
     return html_path
 
 
@@ -209,7 +199,8 @@ def write_summary(output_dir: str | Path, notebook: str, data: dict[str, Any]) -
     """Write `output_dir/summary.json`. An inspection's JSON (notebook 01) is digested by
     `notebook_summary.inspection_summary`; any other dict is written as given, plus its
     notebook name."""
-    from .notebook_summary import SUMMARY_VERSION, inspection_summary
+    from eagle3_nb.checks.load import inspection_summary
+    from eagle3_nb.findings import SUMMARY_VERSION
 
     if "engines" in data and "tensors" in data and "findings" in data:
         summary = inspection_summary(data, notebook)
@@ -217,16 +208,7 @@ def write_summary(output_dir: str | Path, notebook: str, data: dict[str, Any]) -
         summary = {"summary_version": SUMMARY_VERSION, "notebook": notebook, **data}
     path = Path(output_dir) / SUMMARY_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, json.dumps(summary, indent=2, sort_keys=False, default=str) + "\n")
+    atomic_write_text(path, json.dumps(summary, indent=2, sort_keys=False, default=str) + "\n")
     return path
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    """Write next to the destination, then rename: readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

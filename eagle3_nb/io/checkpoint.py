@@ -15,8 +15,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .errors import CheckpointError, ConfigError, UnsafeInputError
-from .safetensors_io import TensorInfo, read_header
+from eagle3_nb.config import DraftConfig, TargetInfo, parse_config, parse_target_config
+from eagle3_nb.errors import CheckpointError, ConfigError, UnsafeInputError
+from eagle3_nb.layouts import split_key
+from eagle3_nb.io.safetensors import TensorInfo, read_header
 
 INDEX_NAME = "model.safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
@@ -67,6 +69,16 @@ class Checkpoint:
         return sum(t.nbytes for t in self.tensors.values())
 
     @cached_property
+    def config(self) -> DraftConfig:
+        """config.json parsed once (ConfigError when it is not a draft config)."""
+        return parse_config(self.config_raw, str(self.path / "config.json"))
+
+    @cached_property
+    def canonical_keys(self) -> dict[str, str]:
+        """canonical tensor name (wrapper prefixes stripped) -> the key as stored."""
+        return {split_key(n).canonical or n: n for n in self.tensors}
+
+    @cached_property
     def auto_map(self) -> Any:
         return self.config_raw.get("auto_map")
 
@@ -91,7 +103,7 @@ class Checkpoint:
             if str(tensor.dtype) in ("torch.bfloat16", "torch.float8_e4m3fn", "torch.float8_e5m2"):
                 tensor = tensor.float()
             return tensor.detach().cpu().numpy().copy()
-        from .safetensors_io import iter_chunks
+        from eagle3_nb.io.safetensors import iter_chunks
 
         parts = [chunk.copy() for chunk in iter_chunks(self.path / info.file, info)]
         flat = np.concatenate(parts) if parts else np.zeros(0)
@@ -261,3 +273,18 @@ def _pickle_info(name: str, tensor, rel: str) -> TensorInfo:
                               "convert it to a standard float/int dtype")
     return TensorInfo(name, dtype, tuple(tensor.shape), rel, -1,
                       tensor.numel() * tensor.element_size())
+
+
+def load_target_info(target_config: str | Path) -> TargetInfo:
+    """A target config.json, or a directory holding one."""
+    path = Path(target_config)
+    if path.is_dir():
+        raw = read_json(path.resolve(), "config.json")
+        where = str(path / "config.json")
+    elif path.is_file():
+        raw = read_json(path.resolve().parent, path.name)
+        where = str(path)
+    else:
+        raise ConfigError("target config not found", str(path),
+                          "pass the target model's config.json or its directory")
+    return parse_target_config(raw, where)

@@ -37,8 +37,6 @@ ambiguous or invalid is refused: the kit never "repairs" on a guess.
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import hashlib
 import json
 import os
@@ -50,13 +48,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import INDEX_NAME, Checkpoint, read_json, sha256_file
-from .config import NORM_FLAGS, DraftConfig, parse_config
-from .engines.planner import trained_aux_indices
-from .engines import resolve_engine
-from .errors import ConversionError, Eagle3NbError, OutputExistsError, VerificationError
-from .layouts import detect_layout, layer_index, split_key
-from .safetensors_io import DTYPES, TensorInfo, read_header
+from eagle3_nb.config import NORM_FLAGS, DraftConfig, parse_config
+from eagle3_nb.engines import resolve_engine
+from eagle3_nb.engines.planner import trained_aux_indices
+from eagle3_nb.errors import (
+    ConversionError,
+    Eagle3NbError,
+    OutputExistsError,
+    VerificationError,
+)
+from eagle3_nb.io.checkpoint import INDEX_NAME, Checkpoint, read_json, sha256_file
+from eagle3_nb.io.files import default_dir_mode, fsync_dir, rename_noreplace
+from eagle3_nb.io.safetensors import DTYPES, TensorInfo, read_header
+from eagle3_nb.layouts import detect_layout, layer_index, split_key
 
 PROVENANCE_NAME = "eagle3_nb_provenance.json"
 COPY_CHUNK_BYTES = 16 << 20          # bounded read size when copying / hashing tensor data
@@ -720,7 +724,7 @@ def _fix_d2t(ckpt: Checkpoint, cfg: DraftConfig, entries: list[_Entry]
              ) -> tuple[list[_Entry], dict[str, Any]]:
     import numpy as np
 
-    from .vocab import ABSOLUTE, MISSING, VocabMapping
+    from eagle3_nb.vocab import ABSOLUTE, MISSING, VocabMapping
 
     mapping = VocabMapping.from_checkpoint(ckpt, cfg)
     evidence = mapping.evidence + mapping.problems
@@ -745,7 +749,7 @@ def _fix_d2t(ckpt: Checkpoint, cfg: DraftConfig, entries: list[_Entry]
 
 
 def _revalidate_d2t(tmp: Path) -> dict[str, Any]:
-    from .vocab import OFFSET, VocabMapping
+    from eagle3_nb.vocab import OFFSET, VocabMapping
 
     out = Checkpoint.open(tmp)
     mapping = VocabMapping.from_checkpoint(out, parse_config(out.config_raw))
@@ -773,49 +777,6 @@ def _check_destination(dst: Path, src: Path) -> Path:
         raise ConversionError("the destination is inside the source checkpoint", str(dst),
                               "write the conversion somewhere outside the directory it reads")
     return dst_abs
-
-
-def _rename_noreplace(tmp: Path, dst: Path) -> None:
-    """Atomic rename that never replaces an existing DST (renameat2 RENAME_NOREPLACE on Linux)."""
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).renameat2
-        fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-        fn.restype = ctypes.c_int
-    except (OSError, AttributeError):
-        fn = None
-    if fn is not None:
-        at_fdcwd, rename_noreplace = -100, 1
-        if fn(at_fdcwd, os.fsencode(tmp), at_fdcwd, os.fsencode(dst), rename_noreplace) == 0:
-            return
-        err = ctypes.get_errno()
-        if err == errno.EEXIST:
-            raise OutputExistsError("destination appeared during the conversion", str(dst),
-                                    "choose a new directory")
-        if err not in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
-            raise OSError(err, os.strerror(err), str(dst))
-    if os.path.lexists(dst):
-        raise OutputExistsError("destination appeared during the conversion", str(dst),
-                                "choose a new directory")
-    os.rename(tmp, dst)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _default_dir_mode() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o777 & ~mask
 
 
 def _earlier_provenance(ckpt: Checkpoint, warnings: list[str]) -> dict[str, Any] | None:
@@ -851,7 +812,7 @@ def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, to: str |
     dst_abs = _check_destination(dst_path, src_path)
     ckpt = Checkpoint.open(src_path)
     dst_abs = _check_destination(dst_path, ckpt.path)   # again, against the resolved source
-    src_cfg = parse_config(ckpt.config_raw, str(ckpt.path / "config.json"))
+    src_cfg = ckpt.config
     entries, key_warnings = _plan_keys(ckpt, target)
     d2t_fix = None
     if fix_d2t:
@@ -934,10 +895,10 @@ def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, to: str |
         if earlier is not None:
             provenance["source_provenance"] = earlier   # the chain of earlier conversions
         _write_json(tmp / PROVENANCE_NAME, provenance)
-        _fsync_dir(tmp)
-        os.chmod(tmp, _default_dir_mode())
-        _rename_noreplace(tmp, dst_abs)
-        _fsync_dir(dst_abs.parent)
+        fsync_dir(tmp)
+        os.chmod(tmp, default_dir_mode())
+        rename_noreplace(tmp, dst_abs)
+        fsync_dir(dst_abs.parent)
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(exc, Eagle3NbError) or not isinstance(exc, Exception):

@@ -11,13 +11,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import Checkpoint, read_json
-from .config import DraftConfig, TargetInfo, parse_config, parse_target_config
-from .engines import resolve_engines
-from .engines.planner import LoadPlan, plan_load
-from .errors import ConfigError
-from .findings import ERROR, INFO, Finding, has_errors, sort_findings
-from .layouts import Layout, SchemaRow, detect_layout, schema_diff, split_key
+from eagle3_nb.config import DraftConfig, TargetInfo
+from eagle3_nb.engines import resolve_engines
+from eagle3_nb.engines.planner import LoadPlan, plan_load
+from eagle3_nb.findings import (
+    ERROR,
+    INFO,
+    SUMMARY_VERSION,
+    Finding,
+    engine_codes,
+    has_errors,
+    sort_findings,
+    verdict_line,
+    verdicts,
+)
+from eagle3_nb.io.checkpoint import Checkpoint, load_target_info
+from eagle3_nb.layouts import Layout, SchemaRow, detect_layout, schema_diff, split_key
 
 DEFAULT_STATS_BUDGET = 1 << 30
 
@@ -76,7 +85,7 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
                        target_config: str | Path | None = None, stats: bool = True,
                        stats_budget: int = DEFAULT_STATS_BUDGET) -> Inspection:
     ckpt = Checkpoint.open(path)
-    cfg = parse_config(ckpt.config_raw, str(ckpt.path / "config.json"))
+    cfg = ckpt.config
     target = load_target_info(target_config) if target_config else None
     profiles = resolve_engines(engines)
     shapes = {name: t.shape for name, t in ckpt.tensors.items()}
@@ -85,8 +94,8 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     findings = checkpoint_findings(ckpt, cfg, schema)
     stats_result = vocab = None
     if stats:  # the only steps that read tensor data
-        from .stats import scan_stats, stats_findings
-        from .vocab import VocabMapping
+        from eagle3_nb.stats import scan_stats, stats_findings
+        from eagle3_nb.vocab import VocabMapping
         stats_result = scan_stats(ckpt, stats_budget)
         findings += stats_findings(stats_result, ckpt)
         vocab = VocabMapping.from_checkpoint(ckpt, cfg)
@@ -95,21 +104,6 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
         findings += _vocab_presence_findings(ckpt, cfg)
     return Inspection(ckpt, cfg, detect_layout(list(shapes)), target, plans, schema,
                       stats_result, findings, vocab)
-
-
-def load_target_info(target_config: str | Path) -> TargetInfo:
-    """A target config.json, or a directory holding one."""
-    path = Path(target_config)
-    if path.is_dir():
-        raw = read_json(path.resolve(), "config.json")
-        where = str(path / "config.json")
-    elif path.is_file():
-        raw = read_json(path.resolve().parent, path.name)
-        where = str(path)
-    else:
-        raise ConfigError("target config not found", str(path),
-                          "pass the target model's config.json or its directory")
-    return parse_target_config(raw, where)
 
 
 def checkpoint_findings(ckpt: Checkpoint, cfg: DraftConfig, schema: list[SchemaRow]) -> list[Finding]:
@@ -147,7 +141,7 @@ def _aux_count_findings(ckpt: Checkpoint, cfg: DraftConfig) -> list[Finding]:
 
 def _vocab_presence_findings(ckpt: Checkpoint, cfg: DraftConfig) -> list[Finding]:
     """Header-only vocab check (--no-stats): the full one reads d2t/t2d (eagle3_nb.vocab)."""
-    names = {split_key(n).canonical for n in ckpt.tensors}
+    names = set(ckpt.canonical_keys)
     if cfg.pruned_vocab and "d2t" not in names:
         return [Finding("D2T_MISSING", ERROR, f"draft vocab {cfg.Vd} < target vocab "
                         f"{cfg.vocab_size} but there is no d2t table: every engine uses draft ids "
@@ -163,40 +157,55 @@ def _schema_row_json(row: SchemaRow) -> dict[str, Any]:
             "status": row.status, "note": row.note}
 
 
-def check_vocab(path: str | Path, tokenizer: str | Path | None = None,
-                corpus: str | Path | None = None, engines: list[str] | None = None) -> dict[str, Any]:
-    """The vocab answer for one checkpoint: format with evidence, validity per engine, coverage."""
-    from .vocab import (VocabMapping, count_tokens, coverage, coverage_finding, load_tokenizer,
-                        read_corpus)
+# ----------------------------------------------------------------------------- summary.json
 
-    ckpt = Checkpoint.open(path)
-    cfg = parse_config(ckpt.config_raw, str(ckpt.path / "config.json"))
-    profiles = resolve_engines(engines)
-    mapping = VocabMapping.from_checkpoint(ckpt, cfg)
-    tok = load_tokenizer(tokenizer) if tokenizer else None
-    findings = mapping.findings()
-    cov = None
-    if corpus:
-        seqs, masks = read_corpus(corpus, tok)
-        counts = count_tokens(seqs, masks, cfg.vocab_size)
-        cov = {"intended": coverage(mapping.intended_ids, counts),
-               "as_engines_read_it": coverage(mapping.engine_ids(profiles[0]), counts),
-               "n_tokens": int(counts.sum())}
-        if mapping.readings:  # evidence for an ambiguous table: real text favours one reading
-            cov["per_reading"] = {name: coverage(r.ids, counts)
-                                  for name, r in mapping.readings.items()}
-        findings += coverage_finding(cov["intended"] if cov["intended"] is not None
-                                     else cov["as_engines_read_it"])
-    offsets = mapping.readings.get("offsets")
-    view = mapping.engine_view(profiles)
-    return {"checkpoint": str(ckpt.path), "format": mapping.format,
-            "valid": mapping.valid(profiles), "draft_vocab_size": cfg.Vd,
-            "target_vocab_size": cfg.vocab_size,
-            "n_out_of_range": offsets.n_out_of_range if offsets else 0,
-            "n_duplicates": offsets.n_duplicates if offsets else 0,
-            "t2d_agrees": mapping.t2d_agrees, "evidence": mapping.evidence,
-            "problems": mapping.problems,
-            "engines": [{k: r[k] for k in ("engine", "version", "profile", "param", "n_wrong",
-                                            "n_out_of_range")} for r in view],
-            "coverage": cov, "findings": [f.to_json() for f in sort_findings(findings)],
-            "tokenizer": str(tokenizer) if tokenizer else None}
+def inspection_summary(data: dict[str, Any], notebook: str = "") -> dict[str, Any]:
+    """The summary.json of notebook 01 (and the inspection part of the full report)."""
+    findings = data.get("findings", [])
+    count = {s: sum(f["severity"] == s for f in findings) for s in ("error", "warning", "info")}
+    stats = data.get("stats")
+    out: dict[str, Any] = {
+        "summary_version": SUMMARY_VERSION,
+        "notebook": notebook,
+        "checkpoint": data.get("checkpoint"),
+        "format": data.get("format"),
+        "layout": data.get("layout"),
+        "layout_prefixes": data.get("layout_prefixes", []),
+        "n_tensors": len(data.get("tensors", [])),
+        "target": data.get("target"),
+        "verdicts": verdicts(data),
+        "verdict_line": verdict_line(data),
+        "error_codes": engine_codes(data, "error"),
+        "warning_codes": engine_codes(data, "warning"),
+        "global_codes": sorted({f["code"] for f in findings if f["engine"] is None}),
+        "n_errors": count["error"],
+        "n_warnings": count["warning"],
+        "n_info": count["info"],
+        "findings": [{k: f.get(k) for k in ("code", "severity", "engine", "message", "evidence")}
+                     for f in findings],
+        "engines": {e["profile"]: _engine_digest(e) for e in data.get("engines", [])},
+        "schema": {s: sum(r["status"] == s for r in data.get("schema", []))
+                   for s in ("ok", "missing", "missing_optional", "unexpected", "shape_mismatch")},
+        "stats": None if stats is None else _stats_digest(stats),
+    }
+    return out
+
+
+def _engine_digest(e: dict[str, Any]) -> dict[str, Any]:
+    fates: dict[str, list[str]] = {}
+    for k in e.get("keys", []):
+        fates.setdefault(k["fate"], []).append(k["name"])
+    aux = e.get("aux_layers", {})
+    return {"verdict": e["verdict"], "covers": e.get("covers"),
+            "fate_counts": {f: len(v) for f, v in fates.items()},
+            "dropped": fates.get("dropped", []), "errored": fates.get("error", []),
+            "unloaded_params": e.get("unloaded_params", []),
+            "aux_captured": aux.get("ids"), "aux_trained": aux.get("trained"),
+            "aux_source": aux.get("source"), "fc_input_width": e.get("fc_input_width")}
+
+
+def _stats_digest(stats: dict[str, Any]) -> dict[str, Any]:
+    rows = stats.get("stats", {})
+    return {"scanned": len(rows), "skipped": list(stats.get("skipped", [])),
+            "nan_or_inf": [n for n, s in rows.items() if s.get("n_nan") or s.get("n_inf")],
+            "scanned_bytes": stats.get("scanned_bytes"), "budget_bytes": stats.get("budget_bytes")}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .findings import ERROR, WARNING, Finding, collapses
+from eagle3_nb.findings import ERROR, WARNING, Finding, collapses
 
 # What an off-by-one layer costs differs by target (DOMAIN.md "Aux layer ids: two conventions").
 OFF_BY_ONE_RANGE = ("How much a shifted layer costs depends on how alike the target's layers "
@@ -28,7 +28,7 @@ def hidden_findings(data: dict[str, Any]) -> list[Finding]:
         return []  # nothing to lose: a trained wiring at 0 is a weights problem (notebook 04)
     out: list[Finding] = []
     for row in rows:
-        if "==" not in row["wiring"]["name"] or row["wiring"]["engine_error"]:
+        if not row["wiring"].get("engine") or row["wiring"]["engine_error"]:
             continue  # not an engine profile (NAME==VERSION); a refusal is 01's LOAD_ERROR
         if row["accuracy"] is None and not row["error"]:
             continue  # not measured (a dump without the layers it captures)

@@ -1,0 +1,159 @@
+"""Notebook 03's question in one call: do the hidden states reaching the draft have the shape it
+was trained on, under each engine's wiring, and does the draft still predict the target?
+
+checkpoint + (target dir | hidden-state dumps) -> per wiring: captured layers, width, fc applied
+or skipped, the shape trace, and first-step accuracy on real samples.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from eagle3_nb.checks.hidden_findings import hidden_findings
+from eagle3_nb.drift import (
+    feature_drift,
+    features_drift,
+    mean_layer_similarity,
+    weighted_mean,
+)
+from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.features import (
+    draft_features,
+    first_step_accuracy,
+    first_step_accuracy_on_dump,
+)
+from eagle3_nb.findings import sort_findings
+from eagle3_nb.model import Wiring, as_engine_leaves, load_draft
+from eagle3_nb.session import (
+    REFERENCE,
+    DumpRun,
+    NotInDump,
+    load_dump_run,
+    named_wirings,
+    pick_device,
+    read_prompts,
+)
+from eagle3_nb.target import TargetModel
+from eagle3_nb.trace import trace_shapes
+
+DEFAULT_WIRINGS = ("trained", "single_layer", "layers_plus_one")
+
+
+def check_hidden_states(checkpoint: str | Path, target: str | Path | None = None,
+                        prompts: str | Path | None = None, engines: list[str] | None = None,
+                        n_samples: int = 8, device: str | None = None,
+                        wirings: tuple[str, ...] = DEFAULT_WIRINGS,
+                        hidden_states: str | Path | None = None,
+                        dump_layer_ids=None) -> dict[str, Any]:
+    """On the live target (prompts run through it), or on hidden-state dumps (hidden_states;
+    the target then only lends its config and embeddings: hidden_dumps.check_dumps)."""
+    if hidden_states:
+        return check_dumps(checkpoint, hidden_states, engines, n_samples, device, wirings, target,
+                           dump_layer_ids)
+    if not target or not prompts:
+        raise Eagle3NbError("no target (with prompts) and no hidden-state dumps",
+                            "target / hidden_states",
+                            "give the target model directory, or the engine's dumps")
+
+    dev, dtype = pick_device(device)
+    named = named_wirings(checkpoint, target, engines)
+    cfg, info, presets = named.cfg, named.target_info, named.presets
+    chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in named.profiles]
+    tgt = TargetModel.load(target, device=dev, dtype=dtype)
+    draft = load_draft(named.ckpt, dev, dtype, embed_from=target)
+    samples = read_prompts(prompts, tgt, n_samples)
+    # one target pass per prompt serves every wiring's drift and the layer similarity
+    outs = [tgt.forward_hidden(s.to(tgt.device)) for s in samples]
+    rows = [_evaluate(draft, tgt, samples, outs, w, presets["trained"]) for w in chosen]
+    data = {"checkpoint": str(named.checkpoint), "target": str(target), "device": str(dev),
+            "dtype": str(dtype).replace("torch.", ""), "n_samples": len(samples),
+            "hidden_size": cfg.H, "trained_width": draft.fc.in_features,
+            "num_layers": info.num_hidden_layers, "wirings": rows,
+            "trained_layer_ids": list(presets["trained"].layer_ids or ()) or None,
+            "layer_similarity": mean_layer_similarity(outs)}
+    data["findings"] = [f.to_json() for f in sort_findings(hidden_findings(data))]
+    return data
+
+
+def _evaluate(draft, target, samples, outs, wiring, trained):
+    row: dict[str, Any] = {"wiring": wiring.to_json()}
+    try:
+        if wiring.engine_error:
+            raise Eagle3NbError(f"{wiring.name} does not serve this draft: {wiring.engine_error}")
+        served = as_engine_leaves(draft, wiring)  # what the engine computes with unloaded params
+        ids = samples[0].to(target.device)
+        feats = draft_features(outs[0], wiring)[:-1]
+        trace = trace_shapes(served, ids[1:][None], feats[None], wiring)
+        row.update(width=trace.hidden_width, fc_applied=trace.fc_applied,
+                   trace=[r.to_json() for r in trace.rows])
+        accs = [first_step_accuracy(served, o, s, wiring) for o, s in zip(outs, samples)]
+        n, correct = sum(a.n for a in accs), sum(a.correct for a in accs)
+        drift = feature_drift(draft, outs, wiring, trained, served_draft=served)
+        row.update(n=n, correct=correct, accuracy=correct / n if n else 0.0, error=None,
+                   feature_cosine=drift.feature_cosine, aux_cosine=drift.aux_cosine)
+    except Eagle3NbError as exc:  # the engine would crash here: say so instead of a number
+        row.update(no_number(), error=exc.one_line())
+    return row
+
+
+def no_number() -> dict[str, Any]:
+    """A wiring row's measured fields when there is no measurement."""
+    return {"width": None, "fc_applied": None, "trace": [], "n": 0, "correct": 0,
+            "accuracy": None, "feature_cosine": None, "aux_cosine": None}
+
+
+@torch.no_grad()
+def check_dumps(checkpoint: str | Path, hidden_states: str | Path, engines: list[str] | None,
+                n_samples: int, device: str | None, wirings: tuple[str, ...],
+                target: str | Path | None = None, dump_layer_ids=None) -> dict[str, Any]:
+    """The same answer as hidden_check.check_hidden_states, from dumps (load_dump_run says what
+    target and dump_layer_ids give)."""
+    run = load_dump_run(checkpoint, hidden_states, engines, n_samples, device, target,
+                        dump_layer_ids)
+    presets, trained = run.presets, run.presets["trained"]
+    chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in run.profiles]
+    rows = [_evaluate_on_dumps(run, w) for w in chosen]
+    data = {"checkpoint": str(run.checkpoint), "target": str(target) if target else None,
+            "hidden_states": str(hidden_states), "source": "dumps", "reference": REFERENCE,
+            "device": str(run.device), "dtype": str(run.dtype).replace("torch.", ""),
+            "n_samples": len(run.samples), "hidden_size": run.cfg.H,
+            "trained_width": run.draft.fc.in_features,
+            "num_layers": run.info.num_hidden_layers if run.info else None, "wirings": rows,
+            "dump_layer_ids": run.held,
+            "trained_layer_ids": list(trained.layer_ids or ()) or None, "layer_similarity": None}
+    data["findings"] = [f.to_json() for f in sort_findings(hidden_findings(data))]
+    return data
+
+
+def _evaluate_on_dumps(run: DumpRun, wiring: Wiring) -> dict[str, Any]:
+
+    draft, samples, trained = run.draft, run.samples, run.presets["trained"]
+    row: dict[str, Any] = {"wiring": wiring.to_json()}
+    if wiring.hidden_source == "final_norm" and samples[0].last_hidden_kind == "pre_norm":
+        row["wiring"]["note"] += ("; here the dump's last layer, before the final norm, stands "
+                                  "in for it")
+    try:
+        if wiring.engine_error:
+            raise Eagle3NbError(f"{wiring.name} does not serve this draft: {wiring.engine_error}")
+        served = as_engine_leaves(draft, wiring)
+        feats = run.features(wiring)
+        ids = samples[0].token_ids.reshape(-1).to(draft.fc.weight.device)
+        trace = trace_shapes(served, ids[1:][None], feats[0][:-1][None].to(ids.device), wiring)
+        row.update(width=trace.hidden_width, fc_applied=trace.fc_applied,
+                   trace=[r.to_json() for r in trace.rows])
+        accs = [first_step_accuracy_on_dump(served, s, wiring, f) for s, f in zip(samples, feats)]
+        drift = [features_drift(draft, served, f, b, wiring, trained)
+                 for f, b in zip(feats, run.features(trained))]
+        weights = [len(s) for s in samples]
+        n, correct = sum(a.n for a in accs), sum(a.correct for a in accs)
+        row.update(n=n, correct=correct, accuracy=correct / n if n else 0.0, error=None,
+                   feature_cosine=weighted_mean([d[0] for d in drift], weights),
+                   aux_cosine=weighted_mean([d[1] for d in drift], weights))
+    except NotInDump as exc:
+        row.update(no_number(), error=None, unmeasured=f"{exc.what}: needs the live target")
+    except Eagle3NbError as exc:  # the engine would crash here: say so instead of a number
+        row.update(no_number(), error=exc.one_line())
+    return row

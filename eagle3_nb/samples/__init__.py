@@ -1,0 +1,86 @@
+"""Builds data_samples/: `python -m eagle3_nb.samples` (the fast build: drafts from the trained
+weights) or `--train` (tokenizer, tiny target and draft trained from scratch). Nothing in the kit
+imports this package; the tests and the Makefile run it.
+
+    build.py        the sample drafts (good and broken), their expectations, the writer
+    training.py     the tokenizer and the tiny target (recipes, held-out prompts)
+    train_draft.py  the draft, trained with training-time test on the target's hidden states
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from safetensors.torch import save_file
+
+from eagle3_nb.config import parse_config
+from eagle3_nb.samples.build import (BF16, DEFAULT_AUX_IDS, DEFAULT_OUT, DRAFT_CURVES,
+                                     TRAINED_DRAFT, VARIANTS, build_samples, flat_config,
+                                     write_json)
+from eagle3_nb.samples.train_draft import DraftRecipe, train_draft
+from eagle3_nb.samples.training import (TRAIN_FILES, as_tokenizer, cpu_threads, stdlib_texts,
+                                        token_stream, train_samples)
+from eagle3_nb.target import TargetModel
+
+
+def train_real_samples(out_dir: Path = DEFAULT_OUT, steps: int | None = None) -> dict[str, Any]:
+    """The trained samples (`--train`: minutes on 2 CPU cores; the fast default build skips them):
+    a BPE tokenizer and a tiny Llama target in out_dir/target/ (model.safetensors, tokenizer.json,
+    training.json, config.json as the default build writes it), out_dir/prompts.jsonl, and the
+    draft trained on that target (train_sample_draft); then the drafts are rebuilt from it.
+    Recipes: eagle3_nb.samples.training and eagle3_nb.samples.train_draft."""
+    out_dir = Path(out_dir)
+    record = train_samples(out_dir, steps=steps)
+    record["draft"] = train_sample_draft(out_dir)
+    build_samples(out_dir, trained_dir=out_dir)
+    return record
+
+
+def train_sample_draft(out_dir: Path, steps: int | None = None, log=print) -> dict[str, Any]:
+    """The bundled draft, trained on out_dir/target's hidden_states[2, 4, 5] (EAGLE's defaults for
+    8 layers) over the tokenizer's training text: out_dir/train/draft.safetensors (canonical
+    names, bf16 weights, int64 d2t, bool t2d) plus its curves. Every bundled draft variant is
+    derived from these weights by the fast build."""
+
+    with cpu_threads():
+        target = TargetModel.load(out_dir / "target")
+        tok = as_tokenizer(out_dir / "target" / "tokenizer.json")
+        stream = token_stream(tok, [text for _, text in stdlib_texts(TRAIN_FILES)])
+        recipe = DraftRecipe(steps=steps) if steps else DraftRecipe()
+        result = train_draft(target, parse_config(flat_config()), stream, DEFAULT_AUX_IDS,
+                             recipe, log)
+    return save_trained_draft(out_dir, result)
+
+
+def save_trained_draft(out_dir: Path, result: dict[str, Any]) -> dict[str, Any]:
+    state = {k: (v.to(BF16) if v.is_floating_point() else v).contiguous()
+             for k, v in result["state"].items()}
+    (out_dir / "train").mkdir(parents=True, exist_ok=True)
+    save_file(state, str(out_dir / "train" / TRAINED_DRAFT), metadata={"format": "pt"})
+    record = {k: result[k] for k in ("curve", "recipe", "seconds", "layer_ids")}
+    write_json(out_dir / "train" / DRAFT_CURVES, record)
+    return record
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m eagle3_nb.samples",
+                                     description="Build the sample target config and drafts.")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help=f"output directory (default: {DEFAULT_OUT})")
+    parser.add_argument("--train", action="store_true",
+                        help="instead of the fast build, train the tokenizer, the tiny target and "
+                             "the draft, write held-out prompts, then build the drafts from the "
+                             "trained weights (about 30 minutes on 2 CPU cores: target 23, draft 7)")
+    parser.add_argument("--train-draft", action="store_true",
+                        help="retrain only the draft on the existing trained target, then build")
+    args = parser.parse_args(argv)
+    if args.train:
+        train_real_samples(args.out)
+        return
+    if args.train_draft:
+        train_sample_draft(args.out)
+    build_samples(args.out, trained_dir=args.out if args.train_draft else DEFAULT_OUT)
+    size = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
+    print(f"wrote {len(VARIANTS)} drafts and the target config to {args.out} ({size} bytes)")

@@ -1,0 +1,172 @@
+"""One run's inputs, loaded once: the device, the draft's named wirings (headers and JSON only),
+and the features a wiring feeds the draft, from a live target or from an engine's hidden-state
+dumps. Notebooks 03 and 04 and `eagle3-nb accept` all start here.
+
+A dump holds the layers that were captured when it was written; for an offline-trained draft,
+that is its training data. So `trained` reads the dump's aux concat, `single_layer` its last
+state, `embeddings_only` zeros, and every other wiring (an engine's, `layers_plus_one`) reads the
+slots of the dump that hold the layers it captures. A wiring that captures layers the dump does
+not hold gets no number (NotInDump): it needs the live target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from eagle3_nb.engines import resolve_engines
+from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.io.checkpoint import Checkpoint, iter_jsonl, load_target_info
+from eagle3_nb.model import Wiring, load_draft
+from eagle3_nb.target import TargetModel, read_dump
+from eagle3_nb.wirings import wiring_presets
+
+
+def pick_device(device: str | None = None) -> tuple[torch.device, torch.dtype]:
+    """CUDA in bf16 when present (or asked for), else CPU in float32."""
+    name = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise Eagle3NbError("device cuda asked for but no GPU is visible", "--device", "use cpu")
+    dev = torch.device(name)
+    return dev, (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+
+
+def read_prompts(path: str | Path, target, limit: int | None = None) -> list[torch.Tensor]:
+    """JSON Lines: {"prompt": str} (tokenized with the target's tokenizer, no special tokens
+    added unless its post-processor does) or {"input_ids": [...]}."""
+    rows = []
+    for n, row in iter_jsonl(path):
+        if isinstance(row.get("input_ids"), list):
+            rows.append(torch.tensor(row["input_ids"], dtype=torch.long))
+        elif isinstance(row.get("prompt"), str):
+            rows.append(target.encode(row["prompt"]).reshape(-1).cpu())
+        else:
+            raise Eagle3NbError(f"line {n} has neither prompt nor input_ids", str(path),
+                                "one JSON object per line")
+        if limit and len(rows) >= limit:
+            break
+    return rows
+
+
+@dataclass
+class NamedWirings:
+    """Every named wiring of a draft, from headers and JSON only (no weights loaded)."""
+    checkpoint: Path
+    ckpt: Checkpoint              # opened once: headers and config, no tensor read yet
+    cfg: Any
+    target_info: Any              # None without a target config
+    profiles: list
+    presets: dict[str, Any]
+
+
+def named_wirings(checkpoint: str | Path, target: str | Path | None = None,
+                  engines: list[str] | None = None) -> NamedWirings:
+    ckpt = Checkpoint.open(checkpoint)
+    cfg = ckpt.config
+    info = load_target_info(target) if target else None
+    profiles = resolve_engines(engines)
+    shapes = {n: t.shape for n, t in ckpt.tensors.items()}
+    return NamedWirings(ckpt.path, ckpt, cfg, info, profiles,
+                        wiring_presets(cfg, shapes, info, profiles))
+
+
+def load_for_run(checkpoint: str | Path, target: str | Path, engines: list[str] | None = None,
+                 device: str | None = None):
+    """Draft, target and every named wiring for one run (CUDA bf16 when present)."""
+    dev, dtype = pick_device(device)
+    named = named_wirings(checkpoint, target, engines)
+    tgt = TargetModel.load(target, device=dev, dtype=dtype)
+    return load_draft(named.ckpt, dev, dtype, embed_from=target), tgt, named.presets
+
+
+REFERENCE = "recorded tokens (teacher-forced)"
+
+
+class NotInDump(Eagle3NbError):
+    """The wiring reads layers the dump does not hold: no number, and no finding."""
+
+
+@dataclass
+class DumpRun:
+    """A draft, its dumps and every named wiring, ready to evaluate."""
+    draft: Any
+    samples: list
+    presets: dict[str, Wiring]
+    profiles: list
+    info: Any
+    cfg: Any
+    checkpoint: Path
+    device: torch.device
+    dtype: torch.dtype
+
+    @property
+    def held(self) -> list[int] | None:
+        return held_layers(self.samples[0], self.presets["trained"])
+
+    def features(self, wiring: Wiring) -> list[torch.Tensor]:
+        """What `wiring` feeds the draft on each dump (NotInDump when the dump cannot say)."""
+        return [dump_features(s, wiring, self.held, self.draft.cfg.Ht) for s in self.samples]
+
+
+def load_dump_run(checkpoint: str | Path, hidden_states: str | Path, engines: list[str] | None,
+                  n_samples: int | None, device: str | None, target: str | Path | None = None,
+                  dump_layer_ids=None) -> DumpRun:
+    """`target` (optional) is a local target directory: its config gives the layer count (so
+    default aux ids resolve) and its embed_tokens stand in for a draft without its own, as the
+    engines share them. dump_layer_ids: the layers the dump captured, in file order
+    (speculators: its last, loss layer included), as a list or "2,4,5,8"; unknown, the dump is
+    taken to hold the trained layers."""
+    dev, dtype = pick_device(device)
+    named = named_wirings(checkpoint, target, engines)
+    draft = load_draft(named.ckpt, dev, dtype, embed_from=target)
+    ids = parse_layer_ids(dump_layer_ids)
+    samples = read_dump(hidden_states, **({"layer_ids": ids} if ids else {}))
+    samples = (samples if isinstance(samples, list) else [samples])[:n_samples]
+    return DumpRun(draft, samples, named.presets, named.profiles, named.target_info, named.cfg,
+                   named.checkpoint, dev, dtype)
+
+
+def parse_layer_ids(value) -> list[int] | None:
+    """None, "", a list of ints, or "2,4,5,8" -> a list (or None)."""
+    if value in (None, "", []):
+        return None
+    if isinstance(value, str):
+        try:
+            return [int(v) for v in value.replace(" ", "").split(",") if v]
+        except ValueError:
+            raise Eagle3NbError(f"layer ids {value!r} are not integers", "dump_layer_ids",
+                                "write them comma-separated, e.g. 2,4,5,8") from None
+    return [int(v) for v in value]
+
+
+def held_layers(sample, trained: Wiring) -> list[int] | None:
+    """The aux layers the dump holds: as recorded, else (an offline draft's own training data)
+    the ones the draft was trained on."""
+    ids = sample.layer_ids or trained.layer_ids
+    return list(ids) if ids else None
+
+
+def dump_features(sample, wiring: Wiring, held: list[int] | None, width: int) -> torch.Tensor:
+    """[T, W]: what `wiring` feeds the draft, read from the dump; `width` is one layer's."""
+    aux = sample.aux_hidden_states
+    if wiring.hidden_source == "zeros":
+        return torch.zeros_like(aux)
+    if wiring.hidden_source == "final_norm":
+        if sample.last_hidden_state is None:
+            raise NotInDump("the dump has no last hidden state", str(sample.source),
+                            "dump the last layer too (speculators does by default)")
+        return sample.last_hidden_state
+    wanted = list(wiring.layer_ids) if wiring.layer_ids else held
+    if wanted == held:
+        slots = list(range(aux.shape[-1] // width))
+    elif held and all(i in held for i in wanted):
+        slots = [held.index(i) for i in wanted]
+    else:
+        raise NotInDump(f"captures hidden_states {wanted}; the dump holds {held}",
+                        str(sample.source), "run notebook 03 with the live target (--target)")
+    if wiring.hidden_source.startswith("aux:"):
+        slots = [slots[int(wiring.hidden_source.split(":", 1)[1])]]
+    return torch.cat([aux[:, s * width:(s + 1) * width] for s in slots], -1)

@@ -1,0 +1,219 @@
+"""The house rules of DESIGN.md, executable: an AST walk over the package (no import runs).
+
+- no import cycle between modules, counting imports inside functions;
+- no upward import: a module imports only from its own layer or the layers below (LAYERS);
+- viz is pure: it imports only findings, errors and viz itself;
+- the header path (inspect: cli, checks.load and what they import at module level) pulls in no
+  torch, plotly or transformers;
+- nothing imports samples.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "eagle3_nb"
+
+# Lowest first. A module belongs to the first group whose name is itself or a package above it.
+LAYERS: list[tuple[str, ...]] = [
+    ("errors",),
+    ("findings",),
+    ("config", "layouts"),
+    ("io",),
+    ("engines",),
+    ("vocab", "stats"),
+    ("model",),
+    ("target",),
+    ("features", "trace", "drift"),
+    ("acceptance", "wirings"),
+    ("whatif",),
+    ("session",),
+    ("observed",),
+    ("checks", "convert"),
+    ("viz",),
+    ("widgets",),
+    ("report",),
+    ("cli",),
+    ("samples",),
+]
+VIZ_MAY_IMPORT = ("findings", "errors", "viz")
+HEADER_PATH = ("cli", "checks.load", "checks.vocab", "engines", "io", "config", "layouts")
+HEAVY = ("torch", "plotly", "transformers")
+FACADE = ""  # the package __init__: a lazy public API that may name any module
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imports_of(path: Path, root: Path) -> tuple[set[str], set[str], set[str]]:
+    """(package modules imported anywhere, package modules imported at module level, external
+    top-level packages imported at module level) of one file; names relative to the package."""
+    me = module_name(path, root)
+    is_package = path.name == "__init__.py"
+    anywhere, top, external = set(), set(), set()
+
+    def resolve(node: ast.ImportFrom) -> list[str]:
+        if node.level:
+            base = me.split(".") if me else []
+            if not is_package:
+                base = base[:-1]
+            base = base[:len(base) - (node.level - 1)]
+            mod = ".".join(base + ([node.module] if node.module else []))
+        elif node.module and (node.module == root.name or node.module.startswith(root.name + ".")):
+            mod = node.module[len(root.name) + 1:]
+        else:
+            return []
+        # `from pkg import name`: name may itself be a module
+        return [f"{mod}.{a.name}".strip(".") if (root / Path(*f"{mod}.{a.name}".strip(".")
+                .split("."))).with_suffix(".py").exists() or (root / Path(*f"{mod}.{a.name}"
+                .strip(".").split("."))).is_dir() else mod for a in node.names]
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            found: list[str] = []
+            if isinstance(child, ast.ImportFrom):
+                found = resolve(child)
+                if not found and not child.level and not in_function:
+                    external.add(child.module.split(".")[0])
+            elif isinstance(child, ast.Import):
+                for a in child.names:
+                    if a.name.startswith(root.name + "."):
+                        found.append(a.name[len(root.name) + 1:])
+                    elif not in_function:
+                        external.add(a.name.split(".")[0])
+            anywhere.update(found)
+            if not nested:
+                top.update(found)
+            visit(child, nested)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), False)
+    return anywhere - {me}, top - {me}, external
+
+
+def import_graph(root: Path) -> dict[str, tuple[set[str], set[str], set[str]]]:
+    return {module_name(p, root): imports_of(p, root) for p in sorted(root.rglob("*.py"))}
+
+
+def _owner(module: str, candidates) -> str | None:
+    for c in candidates:
+        if module == c or module.startswith(c + "."):
+            return c
+    return None
+
+
+def layer_of(module: str) -> int:
+    for i, group in enumerate(LAYERS):
+        if _owner(module, group):
+            return i
+    raise AssertionError(f"module {module!r} has no layer: add it to LAYERS")
+
+
+def find_cycles(graph) -> list[list[str]]:
+    """Every strongly connected component with more than one module (Tarjan)."""
+    edges = {m: {t for t in deps[0] if t in graph} for m, deps in graph.items()}
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def violations(root: Path = PACKAGE) -> list[str]:
+    graph = import_graph(root)
+    graph = {m: deps for m, deps in graph.items() if m != "__main__"}
+    problems = [f"import cycle: {' <-> '.join(c)}" for c in find_cycles(graph)]
+    for mod, (anywhere, _, _) in graph.items():
+        if mod == FACADE:
+            continue
+        for dep in sorted(anywhere):
+            if dep.split(".")[0] == "samples" and mod.split(".")[0] != "samples":
+                problems.append(f"{mod} imports {dep}: nothing outside samples may")
+            elif mod.startswith("viz") and not _owner(dep, VIZ_MAY_IMPORT):
+                problems.append(f"{mod} imports {dep}: viz imports only {VIZ_MAY_IMPORT}")
+            elif dep in graph and layer_of(dep) > layer_of(mod):
+                problems.append(f"{mod} imports {dep}, a layer above it")
+    problems += heavy_on_header_path(graph)
+    return problems
+
+
+def heavy_on_header_path(graph) -> list[str]:
+    """Heavy packages the header path imports at module level, transitively (package __init__
+    files of every imported module included, as Python runs them)."""
+    problems, seen = [], set()
+    todo = [m for m in graph if _owner(m, HEADER_PATH)]
+    while todo:
+        mod = todo.pop()
+        if mod in seen or mod not in graph:
+            continue
+        seen.add(mod)
+        _, top, external = graph[mod]
+        for heavy in sorted(set(HEAVY) & external):
+            problems.append(f"{mod} imports {heavy} at module level, on the header path")
+        parents = [".".join(mod.split(".")[:i]) for i in range(1, mod.count(".") + 1)]
+        todo += [*top, *parents, ""]
+    return problems
+
+
+def test_the_package_keeps_the_house_rules():
+    assert violations() == []
+
+
+def test_every_module_has_a_layer():
+    for mod in import_graph(PACKAGE):
+        if mod not in ("", "__main__"):
+            layer_of(mod)
+
+
+@pytest.mark.parametrize("file, line, expected", [
+    ("model.py", "from eagle3_nb.checks.hidden import check_hidden_states",
+     "import cycle"),
+    ("engines/planner.py", "def _f():\n    from eagle3_nb.target import TargetModel",
+     "engines.planner imports target, a layer above it"),
+    ("viz/keys.py", "from eagle3_nb.io.checkpoint import Checkpoint",
+     "viz.keys imports io.checkpoint: viz imports only"),
+    ("io/files.py", "import torch", "io.files imports torch at module level"),
+    ("report/run.py", "from eagle3_nb.samples import build_samples",
+     "report.run imports samples: nothing outside samples may"),
+])
+def test_a_planted_violation_is_caught(tmp_path, file, line, expected):
+    root = tmp_path / "eagle3_nb"
+    shutil.copytree(PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__"))
+    target = root / file
+    target.write_text(target.read_text(encoding="utf-8") + "\n" + line + "\n", encoding="utf-8")
+    found = violations(root)
+    assert any(expected in v for v in found), found
+    if expected == "import cycle":
+        assert any("checks.hidden" in v and "model" in v for v in found), found
