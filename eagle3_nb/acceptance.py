@@ -21,7 +21,7 @@ import torch
 
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.features import draft_features
-from eagle3_nb.model import Wiring
+from eagle3_nb.model import DraftCache, Wiring, as_engine_leaves, ttt_logits
 
 
 @dataclass
@@ -113,8 +113,6 @@ def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = 4,
     KV caches kept across verify steps as an engine keeps them; the tokens do not depend on the
     batch size. A wiring that resets parameters runs on a copy with them reset, as
     the engine leaves them; one the engine refuses to load raises instead of producing a number."""
-    from eagle3_nb.model import as_engine_leaves
-
     if batch_size < 1 or num_steps < 1:
         raise Eagle3NbError(f"batch_size {batch_size} and num_steps {num_steps} must be >= 1",
                             None, "pass positive counts")
@@ -164,7 +162,6 @@ class _Batch:
     different counts leaves holes in the draft cache (model.DraftCache.valid)."""
 
     def __init__(self, draft, target, prompts, k, wiring, eos):
-        from eagle3_nb.model import DraftCache
 
         self.draft, self.target, self.k, self.wiring, self.eos = draft, target, k, wiring, eos
         self.dev = draft.fc.weight.device
@@ -304,8 +301,6 @@ def score_dumps(draft, samples, features: list[torch.Tensor], num_steps: int = 4
     scored against the recorded token after that (SpecForge's acc_j). Labelled as such: this is
     not an accept length, and later steps overstate what chained drafting achieves.
     features: per sample, what the wiring feeds (hidden_dumps.dump_features)."""
-    from eagle3_nb.model import ttt_logits
-
     wiring = wiring or draft.wiring
     saved, draft.wiring = draft.wiring, wiring   # ttt_logits reads the norm switches from it
     try:

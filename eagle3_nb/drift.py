@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from eagle3_nb.features import draft_features
 from eagle3_nb.target import TargetOutput
-from eagle3_nb.model import Wiring
+from eagle3_nb.model import Wiring, as_engine_leaves
 
 
 def positions(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -89,8 +89,6 @@ def feature_drift(draft, out: TargetOutput | Sequence[TargetOutput], served: Wir
     trained, on the same target pass(es) (several: weighted by positions). The served side
     computes with the parameters the engine leaves unloaded reset (model.as_engine_leaves;
     pass `served_draft` when the caller already holds that copy), so a reset fc counts."""
-    from eagle3_nb.model import as_engine_leaves
-
     outs = [out] if isinstance(out, TargetOutput) else list(out)
     engine = served_draft if served_draft is not None else as_engine_leaves(draft, served)
     per = [_drift_one(draft, engine, o, served, trained) for o in outs]

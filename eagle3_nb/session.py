@@ -17,11 +17,14 @@ from typing import Any
 
 import torch
 
+from eagle3_nb.drift import n_positions
 from eagle3_nb.engines import resolve_engines
 from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.features import (StepAccuracy, draft_features, first_step_accuracy,
+                                first_step_accuracy_on_dump)
 from eagle3_nb.io.checkpoint import Checkpoint, iter_jsonl, load_target_info
 from eagle3_nb.model import Wiring, load_draft
-from eagle3_nb.target import TargetModel, read_dump
+from eagle3_nb.target import TargetModel, TargetOutput, read_dump
 from eagle3_nb.wirings import wiring_presets
 
 
@@ -106,9 +109,61 @@ class DumpRun:
     def held(self) -> list[int] | None:
         return held_layers(self.samples[0], self.presets["trained"])
 
+    # --- as a feature source (LiveFeatures has the same methods) -------------------------------
+    reference = REFERENCE
+
     def features(self, wiring: Wiring) -> list[torch.Tensor]:
         """What `wiring` feeds the draft on each dump (NotInDump when the dump cannot say)."""
         return [dump_features(s, wiring, self.held, self.draft.cfg.Ht) for s in self.samples]
+
+    def first_ids(self) -> torch.Tensor:
+        return self.samples[0].token_ids.reshape(-1)
+
+    def masks(self) -> list[torch.Tensor | None]:
+        return [None] * len(self.samples)
+
+    def weights(self) -> list[int]:
+        return [len(s) for s in self.samples]
+
+    def first_step(self, served, wiring: Wiring, feats: list[torch.Tensor]) -> list[StepAccuracy]:
+        return [first_step_accuracy_on_dump(served, s, wiring, f)
+                for s, f in zip(self.samples, feats)]
+
+    def wiring_note(self, wiring: Wiring) -> str:
+        if wiring.hidden_source == "final_norm" and self.samples[0].last_hidden_kind == "pre_norm":
+            return "; here the dump's last layer, before the final norm, stands in for it"
+        return ""
+
+
+@dataclass
+class LiveFeatures:
+    """The live target as a feature source: one forward pass per prompt, shared by every
+    wiring; accuracy against the target's own greedy tokens."""
+    samples: list[torch.Tensor]
+    outs: list[TargetOutput]
+    reference = "target greedy"
+
+    @classmethod
+    def run(cls, target: TargetModel, samples: list[torch.Tensor]) -> "LiveFeatures":
+        return cls(samples, [target.forward_hidden(s.to(target.device)) for s in samples])
+
+    def features(self, wiring: Wiring) -> list[torch.Tensor]:
+        return [draft_features(o, wiring) for o in self.outs]
+
+    def first_ids(self) -> torch.Tensor:
+        return self.samples[0].reshape(-1)
+
+    def masks(self) -> list[torch.Tensor | None]:
+        return [o.attention_mask for o in self.outs]
+
+    def weights(self) -> list[int]:
+        return [n_positions(o) for o in self.outs]
+
+    def first_step(self, served, wiring: Wiring, feats: list[torch.Tensor]) -> list[StepAccuracy]:
+        return [first_step_accuracy(served, o, s, wiring) for o, s in zip(self.outs, self.samples)]
+
+    def wiring_note(self, wiring: Wiring) -> str:
+        return ""
 
 
 def load_dump_run(checkpoint: str | Path, hidden_states: str | Path, engines: list[str] | None,
@@ -170,3 +225,8 @@ def dump_features(sample, wiring: Wiring, held: list[int] | None, width: int) ->
     if wiring.hidden_source.startswith("aux:"):
         slots = [slots[int(wiring.hidden_source.split(":", 1)[1])]]
     return torch.cat([aux[:, s * width:(s + 1) * width] for s in slots], -1)
+
+
+# Where a wiring's features come from: the live target or an engine's dumps. Both answer
+# features, first_ids, masks, weights, first_step and wiring_note (checks.hidden.evaluate_wiring).
+FeatureSource = LiveFeatures | DumpRun

@@ -38,6 +38,7 @@ import torch
 
 from eagle3_nb.io.checkpoint import read_json
 from eagle3_nb.errors import CheckpointError, DumpFormatError, Eagle3NbError, UnsafeInputError
+from eagle3_nb.io.safetensors import read_header
 
 CONVENTIONS = {"hf": 0, "output_of_layer": 1}   # id -> hidden_states[id + offset]
 FINAL_STATES = ("hf", "pre_norm")               # what index L means
@@ -509,7 +510,6 @@ def read_speculators_dump(path_or_dir: str | Path, layer_ids: Sequence[int] | No
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    from eagle3_nb.io.safetensors import read_header
 
     path = Path(path_or_dir)
     where = str(path)

@@ -17,8 +17,9 @@ from typing import Any, Iterable
 import numpy as np
 
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.findings import (ABSOLUTE, AMBIGUOUS, ERROR, IDENTITY, INVALID, LOW_COVERAGE, MISSING,
-                                OFFSET, WARNING, Finding)
+from eagle3_nb.findings import (ABSOLUTE, AMBIGUOUS, ERROR, IDENTITY, INVALID, LOW_COVERAGE,
+                                MISSING, OFFSET, WARNING, Finding)
+from eagle3_nb.io.checkpoint import iter_jsonl
 
 _SHOW = 8             # offending indices spelled out in evidence
 
@@ -345,8 +346,6 @@ def token_strings(tokenizer, ids: Iterable[int]) -> list[str | None]:
 def read_corpus(path: str | Path, tokenizer=None) -> tuple[list[list[int]], list[list[int]] | None]:
     """Token sequences (and loss masks when given) from JSON Lines (`input_ids` [+ `loss_mask`],
     or `text`/`prompt` with a tokenizer) or a plain text file (with a tokenizer)."""
-    from eagle3_nb.io.checkpoint import iter_jsonl
-
     p = Path(path)
     if not p.is_file():
         raise Eagle3NbError("corpus file not found", str(p), "pass a .jsonl or text file")

@@ -8,6 +8,8 @@ only when `interactive` is true.
 from __future__ import annotations
 
 from typing import Any
+from eagle3_nb.viz.keys import findings_html, key_table_html, verdict_html
+from eagle3_nb.viz.vocab import lookup_html
 
 
 def engine_choices(data: dict[str, Any]) -> list[str]:
@@ -17,8 +19,6 @@ def engine_choices(data: dict[str, Any]) -> list[str]:
 
 def render_engine(data: dict[str, Any], engine: str = "all", only_problems: bool = False) -> str:
     """What the explorer shows for one selection (pure: testable without widgets)."""
-    from eagle3_nb.viz.keys import findings_html, key_table_html, verdict_html
-
     if engine == "all":
         return verdict_html(data) + findings_html(data) + key_table_html(
             data, only_problems=only_problems)
@@ -58,7 +58,6 @@ def vocab_lookup(mapping, tokenizer=None, query: str = ""):
     Re-renders `viz.vocab.lookup_html` on Enter."""
     import ipywidgets as w
 
-    from eagle3_nb.viz.vocab import lookup_html
 
     box = w.Text(value=query, placeholder="d:12, t:1786, 42 or a token string",
                  description="look up", continuous_update=False,

@@ -9,6 +9,8 @@ from eagle3_nb.features import draft_features
 from eagle3_nb.session import read_prompts
 from eagle3_nb.model import Wiring
 
+pytestmark = pytest.mark.slow  # runs the target model: make test, not make test-fast
+
 TARGET = SAMPLES / "target"
 TRAINED = Wiring("trained", (2, 4, 5))
 

@@ -210,7 +210,7 @@ def test_every_module_has_a_layer():
 ])
 def test_a_planted_violation_is_caught(tmp_path, file, line, expected):
     root = tmp_path / "eagle3_nb"
-    shutil.copytree(PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(PACKAGE, root, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     target = root / file
     target.write_text(target.read_text(encoding="utf-8") + "\n" + line + "\n", encoding="utf-8")
     found = violations(root)

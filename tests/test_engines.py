@@ -219,6 +219,21 @@ def test_vllm_reads_speculators_config():
     assert p.verdict == "ok", [f.message for f in p.findings]
 
 
+def test_an_unknown_speculators_layer_type_gets_the_profiles_own_error_text():
+    raw = speculators_config()
+    raw["transformer_layer_config"] = {**raw["transformer_layer_config"], "model_type": "mistral"}
+    cfg = parse_config(raw)
+    shapes = shapes_for(cfg, layer0="layers.0.")
+    vllm = resolve_engine("vllm==0.33")
+    errors = [f.message for f in plan_load(vllm, cfg, shapes, target()).findings
+              if f.code == "LOAD_ERROR"]
+    assert errors == ["ValueError: Unsupported model_type 'mistral' for Eagle3 speculator"]
+    other = dataclasses.replace(vllm, speculators_layer_type_error="")  # an engine without one
+    errors = [f.message for f in plan_load(other, cfg, shapes, target()).findings
+              if f.code == "LOAD_ERROR"]
+    assert errors == ["the engine has no EAGLE-3 draft class for layer model type 'mistral'"]
+
+
 def test_sglang_059_refuses_two_layers_newer_runs_untrained_hidden_norm():
     raw = flat_config(num_hidden_layers=2)
     cfg = parse_config(raw)

@@ -14,6 +14,8 @@ from eagle3_nb.checks.hidden_findings import hidden_findings
 from eagle3_nb.target import TargetOutput
 from eagle3_nb.model import Wiring
 
+pytestmark = pytest.mark.slow  # runs the target model: make test, not make test-fast
+
 TARGET = SAMPLES / "target"
 PROMPTS = SAMPLES / "prompts.jsonl"
 

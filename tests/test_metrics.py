@@ -14,12 +14,13 @@ import pytest
 
 from eagle3_nb.engines.metrics import sglang_log_rate_convention, sglang_meta_family
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.observed.metrics import (RATE_SGLANG_LOG_NEW, RATE_SGLANG_LOG_OLD, RATE_SGLANG_REQUEST,
-                               RATE_VLLM, ObservedMetrics, parse_observed, parse_prometheus,
-                               parse_sglang_log, parse_sglang_meta_info, parse_sglang_responses,
-                               parse_sglang_server_info, parse_vllm_log, sglang_spec_metrics,
-                               summarize_sglang_log, summarize_vllm_log, vllm_spec_counters,
-                               vllm_spec_metrics)
+from eagle3_nb.observed.metrics import (RATE_SGLANG_LOG_NEW, RATE_SGLANG_LOG_OLD,
+                                        RATE_SGLANG_REQUEST, RATE_VLLM, ObservedMetrics,
+                                        parse_observed, parse_prometheus, parse_sglang_log,
+                                        parse_sglang_meta_info, parse_sglang_responses,
+                                        parse_sglang_server_info, parse_vllm_log,
+                                        sglang_spec_metrics, summarize_sglang_log,
+                                        summarize_vllm_log, vllm_spec_counters, vllm_spec_metrics)
 
 REC = Path(__file__).parent / "recordings"
 

@@ -86,6 +86,7 @@ def test_every_parameter_has_a_type_and_help(path):
         assert {n: p["inferred_type_name"] for n, p in params.items()} == NB01_PARAMS
 
 
+@pytest.mark.notebook
 def test_papermill_help_notebook_lists_the_parameters():
     proc = subprocess.run([sys.executable, "-m", "papermill", "--help-notebook", str(NB01)],
                           capture_output=True, text=True, timeout=120)
@@ -96,6 +97,7 @@ def test_papermill_help_notebook_lists_the_parameters():
     assert "where summary.json goes" in proc.stdout
 
 
+@pytest.mark.notebook
 def test_notebook_02_parameters_and_help():
     import papermill as pm
 

@@ -130,6 +130,7 @@ def parse(html: str) -> Page:
 
 # ----------------------------------------------------------------------------- full run
 
+@pytest.mark.notebook
 def test_full_run_exit_code_and_progress(full):
     assert full["rc"] == 1, full["stderr"][-3000:]  # layers0-flat has error findings
     for i, name in enumerate(NAMES, 1):
@@ -139,6 +140,7 @@ def test_full_run_exit_code_and_progress(full):
     assert "sglang==0.5.9: silent_failure (KEYS_DROPPED, PARAMS_UNLOADED)" in full["stdout"]
 
 
+@pytest.mark.notebook
 def test_full_run_notebooks_ran_in_order_with_their_own_parameters(full):
     s, out = full["summary"], full["out"]
     assert [nb["notebook"] for nb in s["notebooks"]] == NAMES
@@ -168,6 +170,7 @@ def test_full_run_notebooks_ran_in_order_with_their_own_parameters(full):
     assert f"n_samples = {n}" in executed.read_text()  # papermill injected the override
 
 
+@pytest.mark.notebook
 def test_full_run_findings_are_merged_and_ordered(full):
     s, out = full["summary"], full["out"]
     findings = s["findings"]
@@ -194,6 +197,7 @@ def test_full_run_findings_are_merged_and_ordered(full):
     assert s["exit_code"] == 1 and s["fail_on"] == "error"
 
 
+@pytest.mark.notebook
 def test_full_run_key_figures(full):
     k = full["summary"]["key_figures"]
     assert k["verdicts"] == {ENGINES[0]: "silent_failure", ENGINES[1]: "ok"}
@@ -209,6 +213,7 @@ def test_full_run_key_figures(full):
     assert a["compare"]["mean_accept_length"] < a["mean_accept_length"]
 
 
+@pytest.mark.notebook
 def test_full_run_provenance(full):
     s = full["summary"]
     assert s["kind"] == "eagle3-nb report" and s["unused_options"] == []
@@ -234,6 +239,7 @@ def test_full_run_provenance(full):
     assert "--fail-on" not in s["command"] and s["command"].count("--engine") == 2
 
 
+@pytest.mark.notebook
 def test_index_html_verdict_findings_and_links(full):
     out, html = full["out"], full["index"]
     page = parse(html)
@@ -258,6 +264,7 @@ def test_index_html_verdict_findings_and_links(full):
     assert hashlib.sha256((LAYERS0 / "config.json").read_bytes()).hexdigest() in html
 
 
+@pytest.mark.notebook
 def test_notebook_pages_are_offline(full):
     for nb in full["summary"]["notebooks"]:
         html = (full["out"] / nb["html"]).read_text(encoding="utf-8")
@@ -269,6 +276,7 @@ def test_notebook_pages_are_offline(full):
     assert "Plotly.newPlot" in nb03 and "First-step" in nb03
 
 
+@pytest.mark.notebook
 def test_notebook_00_summary_and_page(full):
     out = full["out"] / "00_triage"
     s = json.loads((out / "summary.json").read_text())
@@ -285,6 +293,7 @@ def test_notebook_00_summary_and_page(full):
 
 # ----------------------------------------------------------------------------- skipped, failed
 
+@pytest.mark.notebook
 def test_skipped_and_failed_notebooks(broken):
     s, out = broken["summary"], broken["out"]
     assert broken["rc"] == 0, broken["stderr"][-3000:]  # --fail-on never
@@ -487,6 +496,7 @@ def test_demo_runs_the_report_on_layers0_flat(monkeypatch, tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- papermill help
 
+@pytest.mark.notebook
 def test_papermill_help_notebook_documents_every_parameter():
     papermill = Path(sys.executable).parent / "papermill"
     for nb in NOTEBOOKS:
@@ -550,6 +560,7 @@ def _unfilter_row(f: int, line: list[int], prev: list[int], bpp: int) -> list[in
     return cur
 
 
+@pytest.mark.notebook
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium not installed")
 def test_pages_render_in_headless_chromium(full, tmp_path):
     shots = {}

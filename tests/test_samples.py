@@ -14,7 +14,7 @@ from eagle3_nb.config import parse_config, parse_target_config
 from eagle3_nb.findings import CODES
 from eagle3_nb.layouts import schema_diff
 from eagle3_nb.samples.build import (DRAFT_CURVES, DRAFT_VOCAB, ENGINES, LEADING_IDS, TARGET_VOCAB,
-                               TRAINED_DRAFT, VARIANTS, VERDICTS, build_samples)
+                                     TRAINED_DRAFT, VARIANTS, VERDICTS, build_samples)
 from eagle3_nb.samples.training import TRAINED_FILES
 
 DATA = Path(__file__).resolve().parent.parent / "data_samples"

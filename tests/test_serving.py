@@ -19,7 +19,8 @@ import pytest
 
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.observed.metrics import RATE_SGLANG_REQUEST, RATE_VLLM
-from eagle3_nb.observed.client import HttpClient, ServingError, measure_server, measure_sglang, measure_vllm
+from eagle3_nb.observed.client import (HttpClient, ServingError, measure_server, measure_sglang,
+                                       measure_vllm)
 
 REC = Path(__file__).parent / "recordings"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"

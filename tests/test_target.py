@@ -16,6 +16,8 @@ from eagle3_nb.target import (DumpFormatError, HiddenStateSample, TargetModel, p
                               read_dump, read_specforge_dump, read_speculators_dump,
                               resolve_aux_indices)
 
+pytestmark = pytest.mark.slow  # runs the target model: make test, not make test-fast
+
 TARGET = Path(__file__).resolve().parent.parent / "data_samples" / "target"
 PROMPTS = TARGET.parent / "prompts.jsonl"
 L, H = 8, 64

@@ -11,8 +11,10 @@ from safetensors.torch import load_file
 from eagle3_nb import samples
 from eagle3_nb.samples.build import target_config
 from eagle3_nb.target import TargetModel
-from eagle3_nb.samples.training import (EOT, HELDOUT_FILES, TRAIN_FILES, TargetRecipe, stdlib_texts,
-                                train_target, train_tokenizer, write_prompts)
+from eagle3_nb.samples.training import (EOT, HELDOUT_FILES, TRAIN_FILES, TargetRecipe,
+                                        stdlib_texts, train_target, train_tokenizer, write_prompts)
+
+pytestmark = pytest.mark.slow  # runs the target model: make test, not make test-fast
 
 # one thread: tiny ops on 2 busy cores are slower with two (OpenMP contention)
 SMOKE = TargetRecipe(steps=20, batch_size=4, seq_len=32, warmup=5, eval_windows=4, log_every=10,

@@ -19,6 +19,8 @@ from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.viz import acceptance as va
 from eagle3_nb.viz.html import HTMLString, fmt_num
 
+pytestmark = pytest.mark.slow  # runs the target model: make test, not make test-fast
+
 TARGET = SAMPLES / "target"
 K = 4
 needs_target = pytest.mark.skipif(not (TARGET / "model.safetensors").exists(),

@@ -12,8 +12,8 @@ from eagle3_nb.io.checkpoint import sha256_file
 from eagle3_nb.convert import convert_checkpoint
 from eagle3_nb.engines import PROFILES
 from eagle3_nb.errors import ConversionError
-from eagle3_nb.vocab import (ABSOLUTE, AMBIGUOUS, IDENTITY, INVALID, MISSING, OFFSET,
-                             VocabMapping, build_from_counts, count_tokens, coverage)
+from eagle3_nb.vocab import (ABSOLUTE, AMBIGUOUS, IDENTITY, INVALID, MISSING, OFFSET, VocabMapping,
+                             build_from_counts, count_tokens, coverage)
 
 
 def mapping(ids, Vt, with_t2d=True, absolute=False, Vd=None):

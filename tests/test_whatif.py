@@ -13,6 +13,8 @@ from eagle3_nb.errors import DraftIdOutOfRange, Eagle3NbError
 from eagle3_nb.observed.metrics import parse_observed
 from eagle3_nb.wirings import kit_param_names
 
+pytestmark = pytest.mark.slow  # runs the target model: make test, not make test-fast
+
 TARGET = SAMPLES / "target"
 needs_target = pytest.mark.skipif(not (TARGET / "model.safetensors").exists(),
                                   reason="trained target not built (make train-samples)")

@@ -22,13 +22,7 @@ from eagle3_nb.findings import ERROR, WARNING, Finding, collapses
 from eagle3_nb.model import as_engine_leaves
 from eagle3_nb.observed.metrics import parse_observed
 from eagle3_nb.session import NotInDump, load_dump_run, load_for_run, read_prompts
-from eagle3_nb.whatif import (
-    at_floor,
-    observed_accept_length,
-    rank,
-    run_what_if,
-    what_if_json,
-)
+from eagle3_nb.whatif import at_floor, observed_accept_length, rank, run_what_if, what_if_json
 
 
 @dataclass

@@ -13,29 +13,12 @@ from typing import Any
 import torch
 
 from eagle3_nb.checks.hidden_findings import hidden_findings
-from eagle3_nb.drift import (
-    feature_drift,
-    features_drift,
-    mean_layer_similarity,
-    weighted_mean,
-)
+from eagle3_nb.drift import features_drift, mean_layer_similarity, weighted_mean
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.features import (
-    draft_features,
-    first_step_accuracy,
-    first_step_accuracy_on_dump,
-)
 from eagle3_nb.findings import sort_findings
 from eagle3_nb.model import Wiring, as_engine_leaves, load_draft
-from eagle3_nb.session import (
-    REFERENCE,
-    DumpRun,
-    NotInDump,
-    load_dump_run,
-    named_wirings,
-    pick_device,
-    read_prompts,
-)
+from eagle3_nb.session import (REFERENCE, FeatureSource, LiveFeatures, NotInDump, load_dump_run,
+                               named_wirings, pick_device, read_prompts)
 from eagle3_nb.target import TargetModel
 from eagle3_nb.trace import trace_shapes
 
@@ -66,34 +49,45 @@ def check_hidden_states(checkpoint: str | Path, target: str | Path | None = None
     draft = load_draft(named.ckpt, dev, dtype, embed_from=target)
     samples = read_prompts(prompts, tgt, n_samples)
     # one target pass per prompt serves every wiring's drift and the layer similarity
-    outs = [tgt.forward_hidden(s.to(tgt.device)) for s in samples]
-    rows = [_evaluate(draft, tgt, samples, outs, w, presets["trained"]) for w in chosen]
+    live = LiveFeatures.run(tgt, samples)
+    rows = [evaluate_wiring(draft, live, w, presets["trained"]) for w in chosen]
     data = {"checkpoint": str(named.checkpoint), "target": str(target), "device": str(dev),
             "dtype": str(dtype).replace("torch.", ""), "n_samples": len(samples),
             "hidden_size": cfg.H, "trained_width": draft.fc.in_features,
             "num_layers": info.num_hidden_layers, "wirings": rows,
             "trained_layer_ids": list(presets["trained"].layer_ids or ()) or None,
-            "layer_similarity": mean_layer_similarity(outs)}
+            "layer_similarity": mean_layer_similarity(live.outs)}
     data["findings"] = [f.to_json() for f in sort_findings(hidden_findings(data))]
     return data
 
 
-def _evaluate(draft, target, samples, outs, wiring, trained):
+@torch.no_grad()
+def evaluate_wiring(draft, source: FeatureSource, wiring: Wiring, trained: Wiring
+                    ) -> dict[str, Any]:
+    """One row of notebook 03's table, the same way for the live target and for dumps: width,
+    fc applied, the shape trace, first-step accuracy and the feature cosine to `trained`, each
+    computed with the parameters the engine leaves unloaded reset (model.as_engine_leaves)."""
     row: dict[str, Any] = {"wiring": wiring.to_json()}
+    row["wiring"]["note"] += source.wiring_note(wiring)
     try:
         if wiring.engine_error:
             raise Eagle3NbError(f"{wiring.name} does not serve this draft: {wiring.engine_error}")
-        served = as_engine_leaves(draft, wiring)  # what the engine computes with unloaded params
-        ids = samples[0].to(target.device)
-        feats = draft_features(outs[0], wiring)[:-1]
-        trace = trace_shapes(served, ids[1:][None], feats[None], wiring)
+        served = as_engine_leaves(draft, wiring)
+        feats = source.features(wiring)
+        ids = source.first_ids().to(draft.fc.weight.device)
+        trace = trace_shapes(served, ids[1:][None], feats[0][:-1][None].to(ids.device), wiring)
         row.update(width=trace.hidden_width, fc_applied=trace.fc_applied,
                    trace=[r.to_json() for r in trace.rows])
-        accs = [first_step_accuracy(served, o, s, wiring) for o, s in zip(outs, samples)]
+        accs = source.first_step(served, wiring, feats)
+        drift = [features_drift(draft, served, f, t, wiring, trained, m)
+                 for f, t, m in zip(feats, source.features(trained), source.masks())]
+        weights = source.weights()
         n, correct = sum(a.n for a in accs), sum(a.correct for a in accs)
-        drift = feature_drift(draft, outs, wiring, trained, served_draft=served)
         row.update(n=n, correct=correct, accuracy=correct / n if n else 0.0, error=None,
-                   feature_cosine=drift.feature_cosine, aux_cosine=drift.aux_cosine)
+                   feature_cosine=weighted_mean([d[0] for d in drift], weights),
+                   aux_cosine=weighted_mean([d[1] for d in drift], weights))
+    except NotInDump as exc:
+        row.update(no_number(), error=None, unmeasured=f"{exc.what}: needs the live target")
     except Eagle3NbError as exc:  # the engine would crash here: say so instead of a number
         row.update(no_number(), error=exc.one_line())
     return row
@@ -115,7 +109,7 @@ def check_dumps(checkpoint: str | Path, hidden_states: str | Path, engines: list
                         dump_layer_ids)
     presets, trained = run.presets, run.presets["trained"]
     chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in run.profiles]
-    rows = [_evaluate_on_dumps(run, w) for w in chosen]
+    rows = [evaluate_wiring(run.draft, run, w, trained) for w in chosen]
     data = {"checkpoint": str(run.checkpoint), "target": str(target) if target else None,
             "hidden_states": str(hidden_states), "source": "dumps", "reference": REFERENCE,
             "device": str(run.device), "dtype": str(run.dtype).replace("torch.", ""),
@@ -127,33 +121,3 @@ def check_dumps(checkpoint: str | Path, hidden_states: str | Path, engines: list
     data["findings"] = [f.to_json() for f in sort_findings(hidden_findings(data))]
     return data
 
-
-def _evaluate_on_dumps(run: DumpRun, wiring: Wiring) -> dict[str, Any]:
-
-    draft, samples, trained = run.draft, run.samples, run.presets["trained"]
-    row: dict[str, Any] = {"wiring": wiring.to_json()}
-    if wiring.hidden_source == "final_norm" and samples[0].last_hidden_kind == "pre_norm":
-        row["wiring"]["note"] += ("; here the dump's last layer, before the final norm, stands "
-                                  "in for it")
-    try:
-        if wiring.engine_error:
-            raise Eagle3NbError(f"{wiring.name} does not serve this draft: {wiring.engine_error}")
-        served = as_engine_leaves(draft, wiring)
-        feats = run.features(wiring)
-        ids = samples[0].token_ids.reshape(-1).to(draft.fc.weight.device)
-        trace = trace_shapes(served, ids[1:][None], feats[0][:-1][None].to(ids.device), wiring)
-        row.update(width=trace.hidden_width, fc_applied=trace.fc_applied,
-                   trace=[r.to_json() for r in trace.rows])
-        accs = [first_step_accuracy_on_dump(served, s, wiring, f) for s, f in zip(samples, feats)]
-        drift = [features_drift(draft, served, f, b, wiring, trained)
-                 for f, b in zip(feats, run.features(trained))]
-        weights = [len(s) for s in samples]
-        n, correct = sum(a.n for a in accs), sum(a.correct for a in accs)
-        row.update(n=n, correct=correct, accuracy=correct / n if n else 0.0, error=None,
-                   feature_cosine=weighted_mean([d[0] for d in drift], weights),
-                   aux_cosine=weighted_mean([d[1] for d in drift], weights))
-    except NotInDump as exc:
-        row.update(no_number(), error=None, unmeasured=f"{exc.what}: needs the live target")
-    except Eagle3NbError as exc:  # the engine would crash here: say so instead of a number
-        row.update(no_number(), error=exc.one_line())
-    return row

@@ -14,19 +14,12 @@ from typing import Any
 from eagle3_nb.config import DraftConfig, TargetInfo
 from eagle3_nb.engines import resolve_engines
 from eagle3_nb.engines.planner import LoadPlan, plan_load
-from eagle3_nb.findings import (
-    ERROR,
-    INFO,
-    SUMMARY_VERSION,
-    Finding,
-    engine_codes,
-    has_errors,
-    sort_findings,
-    verdict_line,
-    verdicts,
-)
+from eagle3_nb.findings import (ERROR, INFO, SUMMARY_VERSION, Finding, engine_codes, has_errors,
+                                sort_findings, verdict_line, verdicts)
 from eagle3_nb.io.checkpoint import Checkpoint, load_target_info
 from eagle3_nb.layouts import Layout, SchemaRow, detect_layout, schema_diff, split_key
+from eagle3_nb.stats import scan_stats, stats_findings
+from eagle3_nb.vocab import VocabMapping
 
 DEFAULT_STATS_BUDGET = 1 << 30
 
@@ -94,8 +87,6 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     findings = checkpoint_findings(ckpt, cfg, schema)
     stats_result = vocab = None
     if stats:  # the only steps that read tensor data
-        from eagle3_nb.stats import scan_stats, stats_findings
-        from eagle3_nb.vocab import VocabMapping
         stats_result = scan_stats(ckpt, stats_budget)
         findings += stats_findings(stats_result, ckpt)
         vocab = VocabMapping.from_checkpoint(ckpt, cfg)

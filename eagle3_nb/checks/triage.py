@@ -7,6 +7,7 @@ from typing import Any
 
 from eagle3_nb.engines.advice import engine_flags, next_step
 from eagle3_nb.findings import CODES, SEVERITY_ORDER
+from eagle3_nb.checks.load import inspection_summary
 
 
 def top_findings(data: dict[str, Any], limit: int = 8) -> list[dict[str, Any]]:
@@ -30,8 +31,6 @@ def top_findings(data: dict[str, Any], limit: int = 8) -> list[dict[str, Any]]:
 def triage_summary(data: dict[str, Any], notebook: str = "00_triage") -> dict[str, Any]:
     """Notebook 00's summary.json: the inspection digest, the top findings with next steps, and
     the engine flags to check."""
-    from eagle3_nb.checks.load import inspection_summary
-
     out = inspection_summary(data, notebook)
     out["top_findings"] = top_findings(data)
     out["engine_flags"] = engine_flags(data)

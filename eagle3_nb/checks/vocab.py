@@ -9,14 +9,8 @@ from typing import Any
 from eagle3_nb.engines import resolve_engines
 from eagle3_nb.findings import SUMMARY_VERSION, sort_findings
 from eagle3_nb.io.checkpoint import Checkpoint
-from eagle3_nb.vocab import (
-    VocabMapping,
-    count_tokens,
-    coverage,
-    coverage_finding,
-    load_tokenizer,
-    read_corpus,
-)
+from eagle3_nb.vocab import (VocabMapping, count_tokens, coverage, coverage_finding,
+                             load_tokenizer, read_corpus)
 
 
 def check_vocab(path: str | Path, tokenizer: str | Path | None = None,

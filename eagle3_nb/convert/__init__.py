@@ -50,13 +50,9 @@ from typing import Any
 
 from eagle3_nb.config import NORM_FLAGS, DraftConfig, parse_config
 from eagle3_nb.engines import resolve_engine
-from eagle3_nb.engines.planner import trained_aux_indices
-from eagle3_nb.errors import (
-    ConversionError,
-    Eagle3NbError,
-    OutputExistsError,
-    VerificationError,
-)
+from eagle3_nb.engines.planner import flat_aux_ids, trained_aux_indices
+from eagle3_nb.errors import ConversionError, Eagle3NbError, OutputExistsError, VerificationError
+from eagle3_nb.findings import ABSOLUTE, MISSING, OFFSET
 from eagle3_nb.io.checkpoint import INDEX_NAME, Checkpoint, read_json, sha256_file
 from eagle3_nb.io.files import default_dir_mode, fsync_dir, rename_noreplace
 from eagle3_nb.io.safetensors import DTYPES, TensorInfo, read_header
@@ -243,23 +239,6 @@ def _plan_keys(ckpt: Checkpoint, target: Target) -> tuple[list[_Entry], list[str
 # config rewrite
 
 
-def _aux_ids_spec_to_flat(ids: list[int] | None, where: str) -> tuple[list[int] | None, str]:
-    if not ids:
-        return None, ("no top-level ids in the speculators config: none written, engines use "
-                      "their defaults (hidden_states[2], [L//2], [L-3]) on both sides")
-    if any(i - 1 < 0 for i in ids):
-        raise ConversionError(
-            f"eagle_aux_hidden_state_layer_ids {ids} contains hidden_states index 0 (the "
-            "embeddings): the flat form stores id - 1 ('output of layer' ids, which SGLang turns "
-            "back into hidden_states[id] by adding 1), and -1 cannot be written", where,
-            "check the draft's aux layer ids; the embedding output cannot be expressed in a "
-            "flat SGLang config")
-    return [i - 1 for i in ids], (
-        "speculators top-level ids are hidden_states[id] (vLLM extraction); SGLang reads only the "
-        "nested eagle_config and adds +1 for Llama/Qwen targets, so the flat file carries id - 1 "
-        "('output of layer' convention) and SGLang captures hidden_states[id] again")
-
-
 def _flat_from_speculators(raw: dict[str, Any], cfg: DraftConfig, where: str,
                            ) -> tuple[dict[str, Any], list[ConfigChange], list[str]]:
     layer = dict(raw["transformer_layer_config"])
@@ -315,7 +294,7 @@ def _flat_from_speculators(raw: dict[str, Any], cfg: DraftConfig, where: str,
                         "uses the un-normed residual, so this draft runs differently there "
                         "(lower acceptance, no error)")
     ids = raw.get("eagle_aux_hidden_state_layer_ids")
-    new_ids, ids_reason = _aux_ids_spec_to_flat(ids, where)
+    new_ids, ids_reason = flat_aux_ids(ids, where)
     eagle: dict[str, Any] = {}
     if new_ids is not None:
         eagle["eagle_aux_hidden_state_layer_ids"] = new_ids
@@ -724,7 +703,8 @@ def _fix_d2t(ckpt: Checkpoint, cfg: DraftConfig, entries: list[_Entry]
              ) -> tuple[list[_Entry], dict[str, Any]]:
     import numpy as np
 
-    from eagle3_nb.vocab import ABSOLUTE, MISSING, VocabMapping
+    from eagle3_nb.vocab import VocabMapping  # numpy: only --fix-d2t reads arrays
+
 
     mapping = VocabMapping.from_checkpoint(ckpt, cfg)
     evidence = mapping.evidence + mapping.problems
@@ -749,10 +729,10 @@ def _fix_d2t(ckpt: Checkpoint, cfg: DraftConfig, entries: list[_Entry]
 
 
 def _revalidate_d2t(tmp: Path) -> dict[str, Any]:
-    from eagle3_nb.vocab import OFFSET, VocabMapping
+    from eagle3_nb.vocab import VocabMapping
 
     out = Checkpoint.open(tmp)
-    mapping = VocabMapping.from_checkpoint(out, parse_config(out.config_raw))
+    mapping = VocabMapping.from_checkpoint(out, out.config)
     if mapping.format != OFFSET or not mapping.readings["offsets"].valid:
         raise VerificationError(f"the repaired d2t reads as {mapping.format}", str(tmp),
                                 "report this as a bug; nothing was written")

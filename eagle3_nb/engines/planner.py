@@ -12,9 +12,11 @@ import re
 from dataclasses import dataclass, field
 
 from eagle3_nb.config import ABSENT, NORM_FLAGS, TRAINER_FLAG_DEFAULTS, DraftConfig, TargetInfo
+from eagle3_nb.errors import ConversionError
 from eagle3_nb.findings import ERROR, INFO, WARNING, Finding
-from eagle3_nb.engines.profile import (AS_IS, AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE, PLUS_ONE_IF_FIRST_IS_1,
-                      EngineProfile)
+from eagle3_nb.engines.profile import (AS_IS, AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE,
+                                       PLUS_ONE_IF_FIRST_IS_1, EngineProfile)
+from eagle3_nb.layouts import split_key
 
 STACKED = ((".qkv_proj", ".q_proj", "q"), (".qkv_proj", ".k_proj", "k"),
            (".qkv_proj", ".v_proj", "v"), (".gate_up_proj", ".gate_proj", 0),
@@ -110,8 +112,6 @@ def plan_load(profile: EngineProfile, cfg: DraftConfig, shapes: dict[str, tuple[
 
 
 def _fc_width(shapes: dict[str, tuple[int, ...]]) -> int | None:
-    from eagle3_nb.layouts import split_key
-
     for name, shape in shapes.items():
         if split_key(name).canonical == "fc.weight" and len(shape) == 2:
             return shape[1]
@@ -215,8 +215,9 @@ class _Ctx:
             return
         if cfg.dialect == "speculators":
             if cfg.layer_model_type not in p.speculators_layer_types:
-                self.add("LOAD_ERROR", ERROR, f"ValueError: Unsupported model_type "
-                         f"{cfg.layer_model_type!r} for Eagle3 speculator",
+                why = (p.speculators_layer_type_error or "the engine has no EAGLE-3 draft class "
+                       "for layer model type {layer_model_type!r}")
+                self.add("LOAD_ERROR", ERROR, why.format(layer_model_type=cfg.layer_model_type),
                          layer_model_type=cfg.layer_model_type)
         else:
             self._check_architecture()
@@ -400,7 +401,6 @@ class _Ctx:
         return borrowed
 
     def _has_key(self, canonical: str) -> bool:
-        from eagle3_nb.layouts import split_key
         return any(split_key(k).canonical == canonical for k in self.shapes)
 
     def _report_extra_layer_norms(self, unloaded: list[str]) -> None:
@@ -573,3 +573,23 @@ class _Ctx:
 def _preview(items: list[str], n: int = 4) -> str:
     head = ", ".join(items[:n])
     return head + (f" (+{len(items) - n} more)" if len(items) > n else "")
+
+
+def flat_aux_ids(ids: list[int] | None, where: str) -> tuple[list[int] | None, str]:
+    """hidden_states indices (speculators' top-level ids, vLLM's convention) -> the ids a flat
+    config must carry so SGLang, which applies PLUS_ONE on Llama/Qwen targets (its profiles'
+    aux_rules, cited there as "plus_one"), captures the same layers. With the reason."""
+    if not ids:
+        return None, ("no top-level ids in the speculators config: none written, engines use "
+                      "their defaults (hidden_states[2], [L//2], [L-3]) on both sides")
+    if any(i - 1 < 0 for i in ids):
+        raise ConversionError(
+            f"eagle_aux_hidden_state_layer_ids {ids} contains hidden_states index 0 (the "
+            "embeddings): the flat form stores id - 1 ('output of layer' ids, which SGLang turns "
+            "back into hidden_states[id] by adding 1), and -1 cannot be written", where,
+            "check the draft's aux layer ids; the embedding output cannot be expressed in a "
+            "flat SGLang config")
+    return [i - 1 for i in ids], (
+        "speculators top-level ids are hidden_states[id] (vLLM extraction); SGLang reads only the "
+        "nested eagle_config and adds +1 for Llama/Qwen targets, so the flat file carries id - 1 "
+        "('output of layer' convention) and SGLang captures hidden_states[id] again")

@@ -53,6 +53,8 @@ class EngineProfile:
     architectures: dict[str, str]     # flat configs: accepted architectures[0] -> note
     architecture_errors: dict[str, str]  # known wrong architectures -> what happens
     speculators_layer_types: frozenset[str]  # speculators configs: accepted layer model types
+    # startup error for any other layer model type ({layer_model_type}); "": the generic text
+    speculators_layer_type_error: str
     decoder_param: str                # format with i: engine parameter prefix of decoder layer i
     max_layers: int | None            # None: any number
     too_many_layers_error: str

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from eagle3_nb.engines.profile import (AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE, PLUS_ONE_IF_FIRST_IS_1,
-                      EngineProfile, FlagRule)
+from eagle3_nb.engines.profile import (AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE,
+                                       PLUS_ONE_IF_FIRST_IS_1, EngineProfile, FlagRule)
 
 _NEVER = FlagRule(read=False, default={"flat": False, "speculators": False})
 _TOP = FlagRule(read=True, default={"flat": False, "speculators": False})
@@ -27,7 +27,7 @@ SGLANG_0_5_23 = EngineProfile(
                                  "(model_config.py _config_draft_model)",
         "DeepseekV32ForCausalLM": "rewritten to the MTP class DeepseekV3ForCausalLMNextN",
     },
-    speculators_layer_types=frozenset(),
+    speculators_layer_types=frozenset(), speculators_layer_type_error="",
     decoder_param="model.layers.{i}.", max_layers=None, too_many_layers_error="",
     renames=(("midlayer", "layers.0"), ("aux_norm_low", "fc_norm.0"),
              ("aux_norm_mid", "fc_norm.1"), ("aux_norm_high", "fc_norm.2")),

@@ -18,6 +18,8 @@ VLLM_0_33 = EngineProfile(
                    "Qwen3ForCausalLM": "prefixed to Eagle3Qwen3ForCausalLM"},
     architecture_errors={},
     speculators_layer_types=frozenset({"llama", "qwen3"}),
+    speculators_layer_type_error="ValueError: Unsupported model_type {layer_model_type!r} for "
+                                 "Eagle3 speculator",
     decoder_param="model.layers.{i}.", max_layers=None, too_many_layers_error="",
     renames=(("midlayer.", "layers.0."),),
     key_resolution="model_prefix_except_lm_head", unknown_keys="raise",

@@ -18,7 +18,7 @@ from typing import Any
 from eagle3_nb.config import DraftConfig, TargetInfo, parse_config, parse_target_config
 from eagle3_nb.errors import CheckpointError, ConfigError, UnsafeInputError
 from eagle3_nb.layouts import split_key
-from eagle3_nb.io.safetensors import TensorInfo, read_header
+from eagle3_nb.io.safetensors import TensorInfo, iter_chunks, read_header
 
 INDEX_NAME = "model.safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
@@ -103,7 +103,6 @@ class Checkpoint:
             if str(tensor.dtype) in ("torch.bfloat16", "torch.float8_e4m3fn", "torch.float8_e5m2"):
                 tensor = tensor.float()
             return tensor.detach().cpu().numpy().copy()
-        from eagle3_nb.io.safetensors import iter_chunks
 
         parts = [chunk.copy() for chunk in iter_chunks(self.path / info.file, info)]
         flat = np.concatenate(parts) if parts else np.zeros(0)

@@ -32,9 +32,10 @@ from typing import Any, Iterable, Sequence
 
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.io.checkpoint import iter_jsonl
-from eagle3_nb.observed.metrics import (MetricsFormatError, ObservedMetrics, VLLMSpecCounters, parse_prometheus,
-                      parse_sglang_meta_info, parse_sglang_server_info,
-                      summarize_sglang_requests, vllm_spec_counters)
+from eagle3_nb.observed.metrics import (MetricsFormatError, ObservedMetrics, VLLMSpecCounters,
+                                        parse_prometheus, parse_sglang_meta_info,
+                                        parse_sglang_server_info, summarize_sglang_requests,
+                                        vllm_spec_counters)
 
 __all__ = ["ServingError", "HttpClient", "measure_sglang", "measure_vllm", "measure_server",
            "sglang_server_info", "read_prompt_file"]

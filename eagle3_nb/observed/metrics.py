@@ -59,12 +59,12 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from eagle3_nb.engines.metrics import (RATE_SGLANG_LOG_NEW,
-                                       RATE_SGLANG_LOG_OLD, RATE_SGLANG_LOG_UNKNOWN,
-                                       RATE_SGLANG_REQUEST, RATE_VLLM, SGLANG_META_0_5_9_NAMES,
-                                       SGLANG_META_EXPECTED, SGLANG_META_LEGACY_NAMES,
-                                       SGLANG_META_NEW_NAMES, sglang_log_rate_convention,
-                                       sglang_meta_family, version_tuple)
+from eagle3_nb.engines.metrics import (RATE_SGLANG_LOG_NEW, RATE_SGLANG_LOG_OLD,
+                                       RATE_SGLANG_LOG_UNKNOWN, RATE_SGLANG_REQUEST, RATE_VLLM,
+                                       SGLANG_META_0_5_9_NAMES, SGLANG_META_EXPECTED,
+                                       SGLANG_META_LEGACY_NAMES, SGLANG_META_NEW_NAMES,
+                                       sglang_log_rate_convention, sglang_meta_family,
+                                       version_tuple)
 from eagle3_nb.errors import Eagle3NbError, EngineSpecError
 
 __all__ = [

@@ -27,6 +27,8 @@ from typing import Any
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.io.files import atomic_write_text
 from eagle3_nb.io.resources import notebooks_dir
+from eagle3_nb.checks.load import inspection_summary
+from eagle3_nb.findings import SUMMARY_VERSION
 
 PATH_PARAMETERS = ("checkpoint", "target_config", "output_dir", "tokenizer", "corpus", "target",
                    "prompts", "hidden_states")  # resolved against the caller's cwd
@@ -199,9 +201,6 @@ def write_summary(output_dir: str | Path, notebook: str, data: dict[str, Any]) -
     """Write `output_dir/summary.json`. An inspection's JSON (notebook 01) is digested by
     `notebook_summary.inspection_summary`; any other dict is written as given, plus its
     notebook name."""
-    from eagle3_nb.checks.load import inspection_summary
-    from eagle3_nb.findings import SUMMARY_VERSION
-
     if "engines" in data and "tensors" in data and "findings" in data:
         summary = inspection_summary(data, notebook)
     else:

@@ -32,17 +32,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from eagle3_nb.errors import Eagle3NbError, OutputExistsError
+from eagle3_nb.engines import resolve_engines
 from eagle3_nb.engines.advice import next_step
-from eagle3_nb.findings import CODES, SEVERITY_ORDER
+from eagle3_nb.findings import CODES, SEVERITY_ORDER, SUMMARY_VERSION
+from eagle3_nb.io.checkpoint import Checkpoint, sha256_file
 from eagle3_nb.io.files import atomic_write_text
 from eagle3_nb.io.resources import notebooks_dir, samples_dir
-from eagle3_nb.report.notebooks import (
-    SUMMARY_NAME,
-    ReportError,
-    notebook_parameters,
-    render_html,
-    run_notebook,
-)
+from eagle3_nb.report.notebooks import (SUMMARY_NAME, ReportError, notebook_parameters,
+                                        render_html, run_notebook)
+from eagle3_nb.viz.triage import index_html
 
 MARKER = ".eagle3-nb-report"
 FAIL_ON = ("error", "warning", "never")
@@ -133,7 +131,6 @@ def run_report(opts: ReportOptions, progress: Callable[[str], None] | None = Non
     summary = build_summary(opts, steps, hashes, started)
     summary["unused_options"] = unused
     atomic_write_text(opts.out / SUMMARY_NAME, json.dumps(summary, indent=2, default=str) + "\n")
-    from eagle3_nb.viz.triage import index_html
     groups = group_findings(summary["findings"], summary["checkpoint"])
     atomic_write_text(opts.out / "index.html", index_html(summary, groups))
     return summary
@@ -191,9 +188,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 def resolve_options(opts: ReportOptions) -> ReportOptions:
     """Absolute paths, implied files (--target DIR -> its config.json and tokenizer.json), and
     every check that can fail before anything is written."""
-    from eagle3_nb.engines import resolve_engines
-    from eagle3_nb.io.checkpoint import Checkpoint
-
     ckpt = Checkpoint.open(opts.checkpoint)  # CheckpointError: bad input, exit 2
     o = ReportOptions(**{**opts.__dict__})
     o.checkpoint = ckpt.path
@@ -219,9 +213,7 @@ def resolve_options(opts: ReportOptions) -> ReportOptions:
     if o.fail_on not in FAIL_ON:
         raise Eagle3NbError(f"--fail-on {o.fail_on!r}", "--fail-on", f"one of {FAIL_ON}")
     if o.device:
-        from eagle3_nb.session import (
-            pick_device,  # imports torch: only when a device is named
-        )
+        from eagle3_nb.session import pick_device  # imports torch: only when a device is named
         pick_device(o.device)                  # the check every run does, with its error
     if o.num_steps is not None and o.num_steps < 1:
         raise Eagle3NbError(f"--num-steps {o.num_steps}", "--num-steps", "draft depth K >= 1")
@@ -407,8 +399,6 @@ def input_hashes(opts: ReportOptions, steps: list[Step]) -> dict[str, Any]:
     """sha256 of the checkpoint's config.json and weights, and of every input file a notebook
     that runs reads (target config, tokenizer, prompts, corpus, observed metrics), defaults
     included. Target weights and hidden-state dumps are not hashed (they may be terabytes)."""
-    from eagle3_nb.io.checkpoint import Checkpoint, sha256_file
-
     ckpt = Checkpoint.open(opts.checkpoint)
     files: dict[str, dict[str, str]] = {}
     for step in steps:
@@ -535,8 +525,6 @@ def exit_code(verdict: dict[str, Any], fail_on: str) -> int:
 
 def build_summary(opts: ReportOptions, steps: list[Step], hashes: dict[str, Any],
                   started: datetime) -> dict[str, Any]:
-    from eagle3_nb.findings import SUMMARY_VERSION
-
     findings = merge_findings(steps, str(opts.checkpoint))
     figures = key_figures(steps)
     verdict = overall_verdict(findings, steps, figures)

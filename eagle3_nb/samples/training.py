@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.samples.build import target_config, write_json
 
 SEED = 20250601
 EOT = "<|endoftext|>"
@@ -235,8 +236,6 @@ def build_model(config: dict[str, Any], seed: int):
 def save_target(model, out_dir: Path, config: dict[str, Any], dtype: torch.dtype) -> None:
     """model.safetensors via save_pretrained (safetensors, stored in `dtype`); config.json written
     exactly as `python -m eagle3_nb.samples` writes it, so the two builds agree byte for byte."""
-    from eagle3_nb.samples.build import write_json
-
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
         model.to(dtype).save_pretrained(tmp)
@@ -269,7 +268,6 @@ def _train_target(out_dir, tokenizer, steps, recipe, texts, heldout_texts, confi
                   log):
     from transformers import LlamaForCausalLM
 
-    from eagle3_nb.samples.build import target_config
 
     log = log or (lambda _msg: None)
     r = recipe or TargetRecipe()

@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.findings import collapses
-from eagle3_nb.viz.html import (BLUE, GREEN, GREY, MONO, MUTED, RED, HTMLString, badge, cell, esc, fmt_num,
-                   muted, note, panel, show, style, table)
+from eagle3_nb.viz.html import (BLUE, GREEN, GREY, MONO, MUTED, RED, HTMLString, badge, cell, esc,
+                                fmt_num, muted, note, panel, show, style, table)
 
 PROMPT_TAIL = 24          # prompt tokens shown before the generated ones
 KIND_COLORS = {"accepted": GREEN, "bonus": BLUE, "rejected": RED, "first": GREY}

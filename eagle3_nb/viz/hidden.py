@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from eagle3_nb.findings import collapses
-from eagle3_nb.viz.html import (AMBER, GREEN, RED, badge, cell, code, esc, fmt_num, fmt_shape, muted, note,
-                   panel, show, table)
+from eagle3_nb.viz.html import (AMBER, GREEN, RED, badge, cell, code, esc, fmt_num, fmt_shape,
+                                muted, note, panel, show, table)
 
 STATUS_COLORS = {"ok": GREEN, "mismatch": RED, "skipped": AMBER}
 

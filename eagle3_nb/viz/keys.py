@@ -12,9 +12,10 @@ from typing import Any, Iterable
 
 from eagle3_nb.findings import CODES, SEVERITY_ORDER
 from eagle3_nb.findings import engine_codes
-from eagle3_nb.viz.html import (AMBER, BLUE, GREEN, GREY, MUTED, RED, SEVERITY_COLORS, SOLID_DARK_RED,
-                   SOLID_GREEN, SOLID_RED, HTMLString, badge, cell, code, esc, fmt_num,
-                   fmt_shape, muted, note, panel, show, style, table)
+from eagle3_nb.viz.html import (AMBER, BLUE, GREEN, GREY, MUTED, RED, SEVERITY_COLORS,
+                                SOLID_DARK_RED, SOLID_GREEN, SOLID_RED, HTMLString, badge, cell,
+                                code, esc, fmt_num, fmt_shape, muted, note, panel, show, style,
+                                table)
 from eagle3_nb.viz.text import VERDICT_TEXT, group_findings
 
 VERDICT_COLORS = {"ok": SOLID_GREEN, "silent_failure": SOLID_RED, "load_error": SOLID_DARK_RED}

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from eagle3_nb.findings import SEVERITY_ORDER
 from eagle3_nb.viz.hidden import collapsed_row
-from eagle3_nb.viz.html import (AMBER, FONT, GREEN, GREY, MUTED, RED, SEVERITY_COLORS, SOLID_GREEN, SOLID_RED,
-                   TEXT, HTMLString, badge, cell, code, esc, fmt_num, muted, note, panel, show,
-                   style, table)
+from eagle3_nb.viz.html import (AMBER, FONT, GREEN, GREY, MUTED, RED, SEVERITY_COLORS, SOLID_GREEN,
+                                SOLID_RED, TEXT, HTMLString, badge, cell, code, esc, fmt_num,
+                                muted, note, panel, show, style, table)
 from eagle3_nb.viz.keys import VERDICT_COLORS
+from eagle3_nb.findings import SEVERITY_ORDER, verdict_line, verdicts
 
 WORST_COLORS = {"error": SOLID_RED, "warning": ("#ffffff", "#b54708"), "info": ("#ffffff",
                 "#175cd3"), "ok": SOLID_GREEN}
@@ -37,8 +37,6 @@ def _engines_label(engines: list[str], n_total: int | None = None) -> str:
 
 def verdict_html(data: dict[str, Any], display: bool = False) -> HTMLString:
     """The overall answer from an inspection: per-engine verdicts and finding counts."""
-    from eagle3_nb.findings import verdict_line, verdicts
-
     counts = {s: sum(f["severity"] == s for f in data.get("findings", [])) for s in SEVERITY_ORDER}
     worst = next((s for s in SEVERITY_ORDER if counts[s]), "ok")
     head = badge(worst.upper(), WORST_COLORS[worst]) + " " + " · ".join(

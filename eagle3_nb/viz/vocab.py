@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from eagle3_nb.findings import (ABSOLUTE, AMBIGUOUS, CODES, IDENTITY, INVALID, LOW_COVERAGE, MISSING,
-                                OFFSET)
-from eagle3_nb.viz.html import (AMBER, BLUE, BORDER, GREEN, MONO, MUTED, RED, SEVERITY_COLORS, SOLID_GREEN,
-                   SOLID_RED, HTMLString, badge, cell, code, esc, fmt_num, muted, note, panel,
-                   show, style, table)
+from eagle3_nb.findings import (ABSOLUTE, AMBIGUOUS, CODES, IDENTITY, INVALID, LOW_COVERAGE,
+                                MISSING, OFFSET)
+from eagle3_nb.viz.html import (AMBER, BLUE, BORDER, GREEN, MONO, MUTED, RED, SEVERITY_COLORS,
+                                SOLID_GREEN, SOLID_RED, HTMLString, badge, cell, code, esc,
+                                fmt_num, muted, note, panel, show, style, table)
 
 MAX_POINTS = 5000        # points per figure trace before downsampling
 MAX_ROWS = 40            # suspicious rows in the entries table
