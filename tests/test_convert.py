@@ -482,3 +482,24 @@ def test_unwritable_parent(tmp_path, monkeypatch):
     with pytest.raises(ConversionError, match="writable"):
         convert_checkpoint(src, tmp_path / "out", to="speculators")
     _no_leftovers(tmp_path, ["src"])
+
+
+def test_a_shard_path_that_climbs_out_and_back_is_written_inside_dst(tmp_path):
+    """An index entry like x/../../src/<shard> resolves inside SRC; its output name is the
+    normalised one, so nothing lands outside DST (before: a file beside DST, surviving rollback)."""
+    src, _ = _make_sharded(tmp_path / "src", _tensors(), _flat_config())
+    index = json.loads((src / "model.safetensors.index.json").read_text())
+    index["weight_map"] = {k: (f"x/../../src/{v}" if v.startswith("model-00001") else v)
+                           for k, v in index["weight_map"].items()}
+    (src / "x").mkdir()
+    (src / "model.safetensors.index.json").write_text(json.dumps(index))
+    before = _snapshot(src)
+    result = convert_checkpoint(src, tmp_path / "out", to="speculators")
+    assert result.verified
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src"]
+    written = sorted(p.relative_to(tmp_path / "out").as_posix()
+                     for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert "model-00001-of-00002.safetensors" in written
+    assert not any(".." in w for w in json.loads(
+        (tmp_path / "out" / "model.safetensors.index.json").read_text())["weight_map"].values())
+    assert _snapshot(src) == before

@@ -53,7 +53,7 @@ from eagle3_nb.engines import resolve_engine
 from eagle3_nb.engines.planner import flat_aux_ids, trained_aux_indices
 from eagle3_nb.errors import ConversionError, Eagle3NbError, OutputExistsError, VerificationError
 from eagle3_nb.findings import ABSOLUTE, MISSING, OFFSET
-from eagle3_nb.io.checkpoint import INDEX_NAME, Checkpoint, read_json, sha256_file
+from eagle3_nb.io.checkpoint import INDEX_NAME, Checkpoint, inside, read_json, sha256_file
 from eagle3_nb.io.files import default_dir_mode, fsync_dir, rename_noreplace
 from eagle3_nb.io.safetensors import DTYPES, TensorInfo, read_header
 from eagle3_nb.layouts import detect_layout, layer_index, split_key
@@ -615,8 +615,9 @@ def _write_weights(ckpt: Checkpoint, entries: list[_Entry], tmp: Path) -> dict[s
     for rel in ckpt.weight_files:
         src_meta = read_header(ckpt.file_path(rel), rel).metadata
         metadata = {"format": "pt", **src_meta}
-        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-        hashes.update(_write_safetensors_copy(ckpt, by_file.get(rel, []), tmp / rel, metadata))
+        dest = inside(tmp.resolve(), rel)  # never outside the temp dir, whatever rel says
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        hashes.update(_write_safetensors_copy(ckpt, by_file.get(rel, []), dest, metadata))
     if ckpt.format == "safetensors-sharded":
         index = read_json(ckpt.path, INDEX_NAME)
         meta = dict(index.get("metadata") or {}) if isinstance(index.get("metadata"), dict) else {}

@@ -174,6 +174,11 @@ def inside(root: Path, rel: str) -> Path:
     return resolved
 
 
+def normalised(root: Path, rel: str) -> str:
+    """`rel` as the plain relative path of the file it names inside `root`."""
+    return inside(root, rel).relative_to(root).as_posix()
+
+
 def _find_weight_files(root: Path) -> tuple[str, list[str]]:
     if (root / INDEX_NAME).exists():
         return "safetensors-sharded", _index_files(root)
@@ -201,15 +206,16 @@ def _index_files(root: Path) -> list[str]:
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError("shard index has no weight_map", str(root / INDEX_NAME),
                               "re-save the checkpoint")
-    files = sorted(set(weight_map.values()))
-    for rel in files:
+    for rel in weight_map.values():
         if not isinstance(rel, str):
             raise CheckpointError(f"shard entry {rel!r} is not a file name", str(root / INDEX_NAME),
                                   "re-save the checkpoint")
         if not inside(root, rel).is_file():
             raise CheckpointError(f"shard {rel!r} listed in the index does not exist",
                                   str(root / INDEX_NAME), "download the missing shard")
-    return files
+    # the names the kit uses (and convert writes) are the normalised ones: an entry such as
+    # x/../model.safetensors names the file inside the directory, never a path to join blindly
+    return sorted({normalised(root, rel) for rel in weight_map.values()})
 
 
 def _read_safetensors(root: Path, fmt: str, files: list[str]) -> dict[str, TensorInfo]:
@@ -230,6 +236,7 @@ def _check_index_agrees(root: Path, tensors: dict[str, TensorInfo]) -> None:
     weight_map = read_json(root, INDEX_NAME)["weight_map"]
     for name, rel in weight_map.items():
         info = tensors.get(name)
+        rel = normalised(root, rel)
         if info is None or info.file != rel:
             where = "missing from every shard" if info is None else f"stored in {info.file}"
             raise CheckpointError(f"index maps {name!r} to {rel} but it is {where}",
