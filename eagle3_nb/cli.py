@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", metavar="DIR", help="output directory (default reports/<checkpoint "
                      "dir name>); must not exist or be empty")
     rep.add_argument("--overwrite", action="store_true",
-                     help="replace an earlier report in --out (nothing else is ever deleted)")
+                     help="replace an earlier report in --out: only the files it lists; any "
+                          "other file there refuses the run (nothing else is ever deleted)")
     rep.add_argument("--fail-on", choices=["error", "warning", "never"], default="error",
                      help="exit 1 on error findings or a failed notebook (default), also on "
                           "warnings, or never")

@@ -387,12 +387,15 @@ def test_overwrite_replaces_only_an_earlier_report(tmp_path):
     earlier = tmp_path / "earlier"
     (earlier / "01_checkpoint_keys").mkdir(parents=True)
     (earlier / "index.html").write_text("old")
-    (earlier / report_run.MARKER).write_text("")
-    (earlier / "anything.txt").write_text("inside a marked report")
+    (earlier / "01_checkpoint_keys" / "01_checkpoint_keys.html").write_text("old")
+    (earlier / report_run.MARKER).write_text("")  # the marker of a report older than its list
     with pytest.raises(report_run.OutputExistsError):
         report_run.check_out(earlier, overwrite=False)
-    report_run.prepare_out(earlier, overwrite=True)
-    assert sorted(p.name for p in earlier.iterdir()) == [report_run.MARKER]
+    report_run.check_out(earlier, overwrite=True)
+    # a file the report did not write is never deleted, marker or not (before: rmtree)
+    (earlier / "anything.txt").write_text("inside a marked report")
+    with pytest.raises(report_run.OutputExistsError, match="anything.txt"):
+        report_run.check_out(earlier, overwrite=True)
     old_demo = tmp_path / "old-demo"  # what the notebook-01-only demo used to leave
     old_demo.mkdir()
     for name in ("01_checkpoint_keys.html", "01_checkpoint_keys.ipynb", "summary.json"):

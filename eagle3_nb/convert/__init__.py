@@ -54,7 +54,8 @@ from eagle3_nb.engines.planner import flat_aux_ids, trained_aux_indices
 from eagle3_nb.errors import ConversionError, Eagle3NbError, OutputExistsError, VerificationError
 from eagle3_nb.findings import ABSOLUTE, MISSING, OFFSET
 from eagle3_nb.io.checkpoint import INDEX_NAME, Checkpoint, inside, read_json, sha256_file
-from eagle3_nb.io.files import default_dir_mode, fsync_dir, rename_noreplace
+from eagle3_nb.io.files import (OWNER_NAME, cleanup_on_signals, default_dir_mode, fsync_dir,
+                                remove_stale_staging, rename_noreplace, write_owner)
 from eagle3_nb.io.safetensors import DTYPES, TensorInfo, read_header
 from eagle3_nb.layouts import detect_layout, layer_index, split_key
 
@@ -821,73 +822,81 @@ def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, to: str |
     except OSError as exc:
         raise ConversionError(f"cannot read a source file ({exc.strerror})", str(exc.filename),
                               "check that the checkpoint is complete and readable") from None
+    remove_stale_staging(dst_abs)
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{dst_abs.name}.eagle3nb-tmp-", dir=dst_abs.parent))
     except OSError as exc:
         raise ConversionError(f"cannot create a directory next to the destination "
                               f"({exc.strerror})", str(dst_abs.parent),
                               "choose a destination in a writable directory") from None
-    try:
-        tensor_hashes = _write_weights(ckpt, entries, tmp)
-        _write_json(tmp / "config.json", new_config)
-        checks = _verify(tmp, ckpt, entries, tensor_hashes, src_cfg, target)
-        if d2t_fix is not None:
-            checks["d2t_after"] = _revalidate_d2t(tmp)
-        if not checks["aux_same"]:
-            before, after = checks["aux_hidden_states_before"], checks["aux_hidden_states_after"]
-            warnings.append(
-                f"the flat form of these aux ids is ambiguous: the source means hidden_states"
-                f"{before}, the kit reads the written config as hidden_states{after} "
-                f"({checks['aux_reading_after']}). SGLang with a Llama/Qwen target adds +1 and "
-                "captures the source's layers; a DeepSeek/Kimi target adds +1 only when the "
-                "first id is 1")
-        hashes_after = ckpt.hash_files()
-        checks["source_unchanged"] = hashes_after == hashes_before
-        if not checks["source_unchanged"]:
-            changed = sorted(n for n in hashes_before if hashes_after.get(n) != hashes_before[n])
-            raise ConversionError(f"source files changed during the conversion: "
-                                  f"{', '.join(changed)}", str(ckpt.path),
-                                  "stop whatever writes to the source and convert again")
-        output_hashes = {p.relative_to(tmp).as_posix(): sha256_file(p)
-                         for p in sorted(tmp.rglob("*")) if p.is_file()}
-        renames = {e.old: e.new for e in entries if e.old and e.old != e.new}
-        provenance = {
-            "tool": "eagle3_nb", "version": _kit_version(), "operation": "convert",
-            "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "source": {"path": str(ckpt.path), "format": ckpt.format,
-                       "layout": detect_layout(list(ckpt.tensors)).describe(),
-                       "config_dialect": src_cfg.dialect,
-                       "sha256_before": hashes_before, "sha256_after": hashes_after,
-                       "code_files_not_copied": ckpt.code_files, "other_files_not_copied": left},
-            "target": {"to": to, "engine": engine, "keys": target.keys, "config": target.config,
-                       "reason": target.reason},
-            "renames": renames,
-            "tensors": {e.new: {"source_key": e.old, "dtype": e.info.dtype,
-                                "shape": list(e.info.shape), "file": e.out_file,
-                                "sha256": tensor_hashes[e.new]}
-                        for e in sorted(entries, key=lambda e: e.new)},
-            "config_changes": [c.to_json() for c in changes],
-            "warnings": warnings,
-            "verification": checks,
-            "output": {"sha256": output_hashes},
-        }
-        if d2t_fix is not None:
-            provenance["d2t_fix"] = d2t_fix
-        if earlier is not None:
-            provenance["source_provenance"] = earlier   # the chain of earlier conversions
-        _write_json(tmp / PROVENANCE_NAME, provenance)
-        fsync_dir(tmp)
-        os.chmod(tmp, default_dir_mode())
-        rename_noreplace(tmp, dst_abs)
-        fsync_dir(dst_abs.parent)
-    except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, Eagle3NbError) or not isinstance(exc, Exception):
-            raise
-        detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        raise ConversionError(f"conversion failed and was rolled back ({detail})", str(dst_abs),
-                              "nothing was written; fix the cause (disk, permissions) and rerun"
-                              ) from exc
+    write_owner(tmp, "eagle3-nb convert")  # a SIGKILLed run's tmp is removed by the next run
+    with cleanup_on_signals():  # SIGTERM/SIGHUP unwind through the rollback below
+        try:
+            tensor_hashes = _write_weights(ckpt, entries, tmp)
+            _write_json(tmp / "config.json", new_config)
+            checks = _verify(tmp, ckpt, entries, tensor_hashes, src_cfg, target)
+            if d2t_fix is not None:
+                checks["d2t_after"] = _revalidate_d2t(tmp)
+            if not checks["aux_same"]:
+                before = checks["aux_hidden_states_before"]
+                after = checks["aux_hidden_states_after"]
+                warnings.append(
+                    f"the flat form of these aux ids is ambiguous: the source means hidden_states"
+                    f"{before}, the kit reads the written config as hidden_states{after} "
+                    f"({checks['aux_reading_after']}). SGLang with a Llama/Qwen target adds +1 and "
+                    "captures the source's layers; a DeepSeek/Kimi target adds +1 only when the "
+                    "first id is 1")
+            hashes_after = ckpt.hash_files()
+            checks["source_unchanged"] = hashes_after == hashes_before
+            if not checks["source_unchanged"]:
+                changed = sorted(n for n in hashes_before
+                                 if hashes_after.get(n) != hashes_before[n])
+                raise ConversionError(f"source files changed during the conversion: "
+                                      f"{', '.join(changed)}", str(ckpt.path),
+                                      "stop whatever writes to the source and convert again")
+            output_hashes = {p.relative_to(tmp).as_posix(): sha256_file(p)
+                             for p in sorted(tmp.rglob("*")) if p.is_file()
+                             and p.name != OWNER_NAME}
+            renames = {e.old: e.new for e in entries if e.old and e.old != e.new}
+            provenance = {
+                "tool": "eagle3_nb", "version": _kit_version(), "operation": "convert",
+                "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "source": {"path": str(ckpt.path), "format": ckpt.format,
+                           "layout": detect_layout(list(ckpt.tensors)).describe(),
+                           "config_dialect": src_cfg.dialect,
+                           "sha256_before": hashes_before, "sha256_after": hashes_after,
+                           "code_files_not_copied": ckpt.code_files,
+                           "other_files_not_copied": left},
+                "target": {"to": to, "engine": engine, "keys": target.keys, "config": target.config,
+                           "reason": target.reason},
+                "renames": renames,
+                "tensors": {e.new: {"source_key": e.old, "dtype": e.info.dtype,
+                                    "shape": list(e.info.shape), "file": e.out_file,
+                                    "sha256": tensor_hashes[e.new]}
+                            for e in sorted(entries, key=lambda e: e.new)},
+                "config_changes": [c.to_json() for c in changes],
+                "warnings": warnings,
+                "verification": checks,
+                "output": {"sha256": output_hashes},
+            }
+            if d2t_fix is not None:
+                provenance["d2t_fix"] = d2t_fix
+            if earlier is not None:
+                provenance["source_provenance"] = earlier   # the chain of earlier conversions
+            _write_json(tmp / PROVENANCE_NAME, provenance)
+            (tmp / OWNER_NAME).unlink()
+            fsync_dir(tmp)
+            os.chmod(tmp, default_dir_mode())
+            rename_noreplace(tmp, dst_abs)
+            fsync_dir(dst_abs.parent)
+        except BaseException as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(exc, Eagle3NbError) or not isinstance(exc, Exception):
+                raise
+            detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            raise ConversionError(f"conversion failed and was rolled back ({detail})", str(dst_abs),
+                                  "nothing was written; fix the cause (disk, permissions) and rerun"
+                                  ) from exc
     return ConversionResult(dst_abs, ckpt.path, target, renames, changes, warnings, True, checks,
                             hashes_before, output_hashes, tensor_hashes,
                             dst_abs / PROVENANCE_NAME)

@@ -3,12 +3,22 @@ replaces what is already there unless asked. Used by convert and the report alik
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
+import json
 import os
+import shutil
+import signal
+import socket
+import tempfile
+import threading
 from pathlib import Path
+from typing import Iterator
 
-from eagle3_nb.errors import OutputExistsError
+from eagle3_nb.errors import Eagle3NbError, OutputExistsError
+
+OWNER_NAME = ".eagle3nb-owner"   # inside every staging dir: who made it (pid, host)
 
 
 def rename_noreplace(tmp: Path, dst: Path) -> None:
@@ -63,3 +73,144 @@ def atomic_write_text(path: Path, text: str) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+# ----------------------------------------------------------------------------- staging dirs
+# A destination DEST is built in DEST's parent as .DEST.eagle3nb-tmp-XXXX and renamed into place;
+# a replaced DEST waits as .DEST.eagle3nb-old-XXXX until the new one is in place. Each holds an
+# owner file, so one left by a killed run is recognised (its pid is gone on this host) and
+# removed by the next run; anything else there is never touched.
+
+def staging_dir(dest: Path, purpose: str) -> Path:
+    """A fresh directory beside `dest` (same file system, so the final rename is atomic)."""
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.eagle3nb-tmp-", dir=dest.parent))
+    except OSError as exc:
+        raise Eagle3NbError(f"cannot create a directory next to the destination "
+                            f"({exc.strerror})", str(dest.parent),
+                            "choose a destination in a writable directory") from None
+    write_owner(tmp, purpose)
+    return tmp
+
+
+def write_owner(path: Path, purpose: str) -> None:
+    (path / OWNER_NAME).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                               "purpose": purpose}) + "\n", encoding="utf-8")
+
+
+def _owner_is_gone(path: Path) -> bool:
+    """True only when the owner file names a process of this host that no longer exists."""
+    try:
+        owner = json.loads((path / OWNER_NAME).read_text(encoding="utf-8"))
+        pid, host = int(owner["pid"]), str(owner["host"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return host == socket.gethostname() and not _pid_alive(pid)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_staging(dest: Path) -> list[str]:
+    """Clear what killed runs left beside `dest` (provably stale only) and say what was done. A
+    run killed between its two renames left dest missing and the previous directory aside: that
+    one is put back, not removed."""
+    done: list[str] = []
+    if not dest.parent.is_dir():
+        return done
+    for kind in ("old", "tmp"):
+        for path in sorted(dest.parent.glob(f".{dest.name}.eagle3nb-{kind}-*")):
+            if not path.is_dir() or path.is_symlink() or not _owner_is_gone(path):
+                continue
+            previous = path / "previous"
+            if kind == "old" and previous.is_dir() and not os.path.lexists(dest):
+                os.rename(previous, dest)
+                done.append(f"restored {dest} from {path}, left by a killed run")
+            shutil.rmtree(path, ignore_errors=True)
+            done.append(f"removed {path}, left by a killed run")
+    return done
+
+
+@contextlib.contextmanager
+def cleanup_on_signals() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP unwind like Ctrl-C (KeyboardInterrupt), so the
+    cleanup in `finally` and `except BaseException` clauses runs. SIGKILL cannot be caught:
+    its leftovers are removed by the next run (remove_stale_staging)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def directory_lock(dest: Path) -> Iterator[None]:
+    """One writer per destination: .DEST.eagle3nb-lock beside it, created exclusively. A lock
+    whose owner is gone (a killed run) is taken over; a live one is refused."""
+    lock = dest.parent / f".{dest.name}.eagle3nb-lock"
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            if not _lock_is_stale(lock):
+                raise OutputExistsError("another eagle3-nb run is writing here", str(dest),
+                                        f"wait for it to finish, or pick another directory "
+                                        f"(lock: {lock})") from None
+            lock.unlink(missing_ok=True)
+        except OSError as exc:
+            raise Eagle3NbError(f"cannot write beside the destination ({exc.strerror})",
+                                str(dest.parent), "choose a writable directory") from None
+    else:
+        raise OutputExistsError("another eagle3-nb run took the lock", str(dest), "try again")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"pid": os.getpid(), "host": socket.gethostname()}, fh)
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def _lock_is_stale(lock: Path) -> bool:
+    try:
+        owner = json.loads(lock.read_text(encoding="utf-8"))
+        pid, host = int(owner["pid"]), str(owner["host"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return host == socket.gethostname() and not _pid_alive(pid)
+
+
+def swap_in(staging: Path, dest: Path) -> Path | None:
+    """Put the finished `staging` dir at `dest`. A missing or empty dest: one no-replace rename.
+    An existing one is first renamed aside (returned, for the caller to clear what it knows)
+    so that dest always holds a complete directory, the old one or the new one."""
+    (staging / OWNER_NAME).unlink(missing_ok=True)
+    fsync_dir(staging)
+    if dest.is_dir() and not dest.is_symlink() and not any(dest.iterdir()):
+        dest.rmdir()
+    if not os.path.lexists(dest):
+        rename_noreplace(staging, dest)
+        fsync_dir(dest.parent)
+        return None
+    old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.eagle3nb-old-", dir=dest.parent))
+    write_owner(old, "the report being replaced")
+    aside = old / "previous"
+    os.rename(dest, aside)
+    os.rename(staging, dest)
+    fsync_dir(dest.parent)
+    return old

@@ -18,6 +18,7 @@ Layout of the output directory:
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -36,7 +37,8 @@ from eagle3_nb.engines import resolve_engines
 from eagle3_nb.engines.advice import next_step
 from eagle3_nb.findings import CODES, SEVERITY_ORDER, SUMMARY_VERSION
 from eagle3_nb.io.checkpoint import Checkpoint, sha256_file
-from eagle3_nb.io.files import atomic_write_text
+from eagle3_nb.io.files import (OWNER_NAME, atomic_write_text, cleanup_on_signals, directory_lock,
+                                remove_stale_staging, staging_dir, swap_in)
 from eagle3_nb.io.resources import notebooks_dir, samples_dir
 from eagle3_nb.report.notebooks import (SUMMARY_NAME, ReportError, notebook_parameters,
                                         render_html, run_notebook)
@@ -57,6 +59,7 @@ HASHED_PARAMETERS = ("target_config", "tokenizer", "prompts", "corpus", "observe
 # What --overwrite may delete: only what a report writes (and an older notebook-01-only demo).
 _REPORT_ENTRY = re.compile(r"^(index\.html|summary\.json|\.eagle3-nb-report|"
                            r"\d\d_[\w-]+(\.ipynb|\.html)?)$")
+_NOTEBOOK_DIR = re.compile(r"^\d\d_[\w-]+$")
 
 
 @dataclass
@@ -125,15 +128,63 @@ def run_report(opts: ReportOptions, progress: Callable[[str], None] | None = Non
     unused = unused_options(opts)
     for flag in unused:
         say(f"note: no notebook takes {flag}; it is not used")
-    prepare_out(opts.out, opts.overwrite)
-    for i, step in enumerate(steps, 1):
-        say(f"[{i}/{len(steps)}] {step.name} ... " + run_step(step, opts.out, kernel_name))
-    summary = build_summary(opts, steps, hashes, started)
-    summary["unused_options"] = unused
-    atomic_write_text(opts.out / SUMMARY_NAME, json.dumps(summary, indent=2, default=str) + "\n")
-    groups = group_findings(summary["findings"], summary["checkpoint"])
-    atomic_write_text(opts.out / "index.html", index_html(summary, groups))
+    _make_parent(opts.out)
+    with directory_lock(opts.out), cleanup_on_signals():
+        for line in remove_stale_staging(opts.out):
+            say(f"note: {line}")
+        check_out(opts.out, opts.overwrite)  # again: the lock now keeps it as checked
+        build = staging_dir(opts.out, "eagle3-nb report")
+        try:
+            summary = _build_report(opts, steps, hashes, started, build, say, kernel_name)
+            summary["unused_options"] = unused
+            _write_report_files(build, summary)
+            old = swap_in(build, opts.out)
+        except BaseException:
+            shutil.rmtree(build, ignore_errors=True)
+            raise
+        if old is not None:
+            kept = _clear_previous(old)
+            if kept:
+                say(f"note: the previous report held files it did not write; kept in {old}: "
+                    + ", ".join(kept[:5]))
     return summary
+
+
+def _build_report(opts: ReportOptions, steps: list[Step], hashes: dict[str, Any],
+                  started: datetime, build: Path, say: Callable[[str], None],
+                  kernel_name: str | None) -> dict[str, Any]:
+    for i, step in enumerate(steps, 1):
+        say(f"[{i}/{len(steps)}] {step.name} ... " + run_step(step, build, kernel_name))
+    return build_summary(opts, steps, hashes, started, build)
+
+
+def _write_report_files(build: Path, summary: dict[str, Any]) -> None:
+    """summary.json, index.html and, last, the marker that lists every file of the report (what
+    a later --overwrite may remove, and nothing else)."""
+    atomic_write_text(build / SUMMARY_NAME, json.dumps(summary, indent=2, default=str) + "\n")
+    groups = group_findings(summary["findings"], summary["checkpoint"])
+    atomic_write_text(build / "index.html", index_html(summary, groups))
+    files = sorted(p.relative_to(build).as_posix() for p in build.rglob("*")
+                   if p.is_file() and p.name != OWNER_NAME)
+    atomic_write_text(build / MARKER, json.dumps({"written_by": "eagle3-nb report",
+                                                  "files": [*files, MARKER]}, indent=1) + "\n")
+
+
+def _clear_previous(old: Path) -> list[str]:
+    """Remove the replaced report's own files; returns what it did not write (then kept)."""
+    previous = old / "previous"
+    known = report_files(previous) or set()
+    for rel in sorted(known, key=lambda r: -r.count("/")):
+        (previous / rel).unlink(missing_ok=True)
+    for d in sorted((p for p in previous.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+    left = sorted(p.relative_to(previous).as_posix() for p in previous.rglob("*") if p.is_file())
+    if left:
+        (old / OWNER_NAME).unlink(missing_ok=True)  # never stale: these are the user's
+        return left
+    shutil.rmtree(old, ignore_errors=True)
+    return []
 
 
 def run_step(step: Step, out: Path, kernel_name: str | None = None) -> str:
@@ -191,10 +242,7 @@ def resolve_options(opts: ReportOptions) -> ReportOptions:
     ckpt = Checkpoint.open(opts.checkpoint)  # CheckpointError: bad input, exit 2
     o = ReportOptions(**{**opts.__dict__})
     o.checkpoint = ckpt.path
-    o.out = Path(opts.out or Path("reports") / ckpt.path.name).absolute()
-    if o.out == ckpt.path or ckpt.path in o.out.parents:
-        raise Eagle3NbError("the report would be written inside the checkpoint", str(o.out),
-                            "pick an --out outside the checkpoint directory")
+    o.out = _output_path(Path(opts.out or Path("reports") / ckpt.path.name))
     if o.target is not None:
         o.target = _existing(o.target, "--target", "a transformers model directory", dir_=True)
         if not (o.target / "config.json").is_file():
@@ -218,11 +266,46 @@ def resolve_options(opts: ReportOptions) -> ReportOptions:
     if o.num_steps is not None and o.num_steps < 1:
         raise Eagle3NbError(f"--num-steps {o.num_steps}", "--num-steps", "draft depth K >= 1")
     resolve_engines(o.engines or None)  # EngineSpecError names the known profiles
+    _keep_apart(o)
     o.notebooks = [Path(p).resolve() for p in (o.notebooks or discover_notebooks())]
     if not o.notebooks:
         raise Eagle3NbError("no notebooks found", str(notebooks_dir()), "notebooks/NN_name.ipynb")
     check_out(o.out, o.overwrite)
     return o
+
+
+def _output_path(out: Path) -> Path:
+    """--out with '..' and every link in it resolved, so it is compared with the inputs as the
+    file system will see it; --out itself may not be a link (the report replaces what it
+    names) and its nearest existing ancestor must be a directory."""
+    if out.is_symlink():
+        raise OutputExistsError("is a symbolic link", str(out),
+                                "pass the directory it points to, or another --out")
+    resolved = out.resolve()
+    ancestor = next(p for p in (resolved, *resolved.parents) if os.path.lexists(p))
+    if ancestor != resolved and not ancestor.is_dir():
+        raise Eagle3NbError(f"{ancestor} is a file, not a directory", str(out),
+                            "pick an --out under a directory")
+    return resolved
+
+
+def _keep_apart(o: ReportOptions) -> None:
+    """The report never lands inside an input directory, and never replaces a directory that
+    holds an input (an --overwrite would move it away)."""
+    inputs = {"the checkpoint": o.checkpoint, "--target": o.target,
+              "--hidden-states": o.hidden_states, "--target-config": o.target_config,
+              "--tokenizer": o.tokenizer, "--corpus": o.corpus, "--prompts": o.prompts,
+              "--observed": Path(o.observed) if o.observed and Path(o.observed).exists() else None}
+    for what, path in inputs.items():
+        if path is None:
+            continue
+        p = Path(path).resolve()
+        if p.is_dir() and (o.out == p or p in o.out.parents):
+            raise Eagle3NbError(f"the report would be written inside {what}", str(o.out),
+                                f"pick an --out outside {p}")
+        if o.out in p.parents:
+            raise Eagle3NbError(f"{what} ({p}) is inside --out, which the report replaces",
+                                str(o.out), "pick an --out that holds none of the inputs")
 
 
 def _existing(path: Path, flag: str, what: str, dir_: bool = False) -> Path:
@@ -245,8 +328,12 @@ def _observed(value: str | None) -> str | None:
 
 
 def check_out(out: Path, overwrite: bool) -> None:
-    """An existing non-empty --out is refused; with overwrite, only when all it holds is an
-    earlier report's output (the kit never deletes anything else)."""
+    """An existing non-empty --out is refused; with overwrite, only when every file in it is one
+    an earlier report wrote (its marker's list, or the report layout for older reports): the
+    kit never deletes anything else."""
+    if os.path.islink(out):
+        raise OutputExistsError("is a symbolic link", str(out),
+                                "pass the directory it points to, or another --out")
     if out.exists() and not out.is_dir():
         raise OutputExistsError("exists and is a file", str(out), "pick another --out")
     entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
@@ -256,20 +343,44 @@ def check_out(out: Path, overwrite: bool) -> None:
         raise OutputExistsError("exists and is not empty", str(out),
                                 "pick another --out, or pass --overwrite to replace an earlier "
                                 "report there")
-    foreign = [e for e in entries if not _REPORT_ENTRY.match(e)]
-    if foreign and not (out / MARKER).is_file():
-        listed = ", ".join(foreign[:4])
-        raise OutputExistsError(f"holds files that are not report output ({listed})", str(out),
-                                "--overwrite only replaces an earlier report: pick another --out")
+    known = report_files(out) or set()
+    files = (p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() or p.is_symlink())
+    foreign = sorted(rel for rel in files if rel not in known)
+    if foreign:
+        raise OutputExistsError(f"holds files that are not report output "
+                                f"({', '.join(foreign[:4])})", str(out),
+                                "--overwrite only replaces an earlier report: move those files "
+                                "or pick another --out")
 
 
-def prepare_out(out: Path, overwrite: bool) -> None:
-    check_out(out, overwrite)
-    if out.is_dir() and overwrite:
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).write_text("written by eagle3-nb report; --overwrite may replace this "
-                              "directory\n", encoding="utf-8")
+def report_files(out: Path) -> set[str] | None:
+    """The files an earlier report wrote in `out`: its marker's list; for a report older than
+    the list (or the notebook-01-only demo), whatever matches the report layout."""
+    marker = out / MARKER
+    try:
+        listed = json.loads(marker.read_text(encoding="utf-8"))["files"]
+        if isinstance(listed, list) and all(isinstance(f, str) for f in listed):
+            return set(listed)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return {p.relative_to(out).as_posix() for p in out.rglob("*")
+            if p.is_file() and not p.is_symlink() and _in_report_layout(p.relative_to(out))}
+
+
+def _in_report_layout(rel: Path) -> bool:
+    if len(rel.parts) == 1:
+        return bool(_REPORT_ENTRY.match(rel.name))
+    folder, name = rel.parts[0], rel.parts[-1]
+    return len(rel.parts) == 2 and bool(_NOTEBOOK_DIR.match(folder)) and name in (
+        f"{folder}.ipynb", f"{folder}.html", SUMMARY_NAME)
+
+
+def _make_parent(out: Path) -> None:
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise Eagle3NbError(f"cannot create the parent of --out ({exc.strerror})", str(out),
+                            "pick an --out under a writable directory") from None
 
 
 def discover_notebooks(folder: Path | None = None) -> list[Path]:
@@ -524,7 +635,8 @@ def exit_code(verdict: dict[str, Any], fail_on: str) -> int:
 
 
 def build_summary(opts: ReportOptions, steps: list[Step], hashes: dict[str, Any],
-                  started: datetime) -> dict[str, Any]:
+                  started: datetime, built_in: Path | None = None) -> dict[str, Any]:
+    """built_in: where the notebooks' files are now (the staging dir, until it is swapped in)."""
     findings = merge_findings(steps, str(opts.checkpoint))
     figures = key_figures(steps)
     verdict = overall_verdict(findings, steps, figures)
@@ -532,7 +644,7 @@ def build_summary(opts: ReportOptions, steps: list[Step], hashes: dict[str, Any]
             "checkpoint": str(opts.checkpoint), "out": str(opts.out),
             "verdict": verdict, "exit_code": exit_code(verdict, opts.fail_on),
             "fail_on": opts.fail_on, "findings": findings, "key_figures": figures,
-            "notebooks": [s.to_json(opts.out) for s in steps],
+            "notebooks": [s.to_json(built_in or opts.out) for s in steps],
             "versions": versions(), "inputs": hashes,
             "command": opts.command, "cwd": os.getcwd(),
             "started": started.isoformat(timespec="seconds"),
