@@ -244,3 +244,20 @@ def test_a_stopped_convert_leaves_nothing_or_what_the_next_convert_removes(tmp_p
     assert len(leftovers(tmp_path)) == 1                 # SIGKILL cannot be caught...
     assert main(["convert", str(src), str(dst), "--to", "speculators"]) == 0
     assert leftovers(tmp_path) == [] and dst.is_dir()    # ...the next convert clears it
+
+
+@pytest.mark.notebook
+def test_a_marker_listing_paths_outside_the_report_deletes_nothing_there(tmp_path):
+    """The marker is input too: a listed ../../victim or /abs/victim is never joined to a path
+    and removed."""
+    out = tmp_path / "out"
+    out.mkdir()
+    fake_report(out)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    marker = json.loads((out / report_run.MARKER).read_text())
+    marker["files"] += ["../../victim.txt", str(victim)]
+    (out / report_run.MARKER).write_text(json.dumps(marker))
+    run_report_once(out)
+    assert victim.read_text() == "keep me" and (out / "index.html").is_file()
+    assert leftovers(tmp_path) == []

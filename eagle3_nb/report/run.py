@@ -173,9 +173,10 @@ def _write_report_files(build: Path, summary: dict[str, Any]) -> None:
 def _clear_previous(old: Path) -> list[str]:
     """Remove the replaced report's own files; returns what it did not write (then kept)."""
     previous = old / "previous"
-    known = report_files(previous) or set()
-    for rel in sorted(known, key=lambda r: -r.count("/")):
-        (previous / rel).unlink(missing_ok=True)
+    present = {p.relative_to(previous).as_posix() for p in previous.rglob("*")
+               if p.is_file() or p.is_symlink()}
+    for rel in present & report_files(previous):  # a name listed but not present is never joined
+        (previous / rel).unlink()
     for d in sorted((p for p in previous.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
         with contextlib.suppress(OSError):
             d.rmdir()
@@ -343,7 +344,7 @@ def check_out(out: Path, overwrite: bool) -> None:
         raise OutputExistsError("exists and is not empty", str(out),
                                 "pick another --out, or pass --overwrite to replace an earlier "
                                 "report there")
-    known = report_files(out) or set()
+    known = report_files(out)
     files = (p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() or p.is_symlink())
     foreign = sorted(rel for rel in files if rel not in known)
     if foreign:
@@ -353,7 +354,7 @@ def check_out(out: Path, overwrite: bool) -> None:
                                 "or pick another --out")
 
 
-def report_files(out: Path) -> set[str] | None:
+def report_files(out: Path) -> set[str]:
     """The files an earlier report wrote in `out`: its marker's list; for a report older than
     the list (or the notebook-01-only demo), whatever matches the report layout."""
     marker = out / MARKER
