@@ -261,3 +261,25 @@ def test_a_marker_listing_paths_outside_the_report_deletes_nothing_there(tmp_pat
     run_report_once(out)
     assert victim.read_text() == "keep me" and (out / "index.html").is_file()
     assert leftovers(tmp_path) == []
+
+
+@pytest.mark.notebook
+def test_a_full_disk_mid_report_keeps_the_previous_report_whole(tmp_path):
+    """RLIMIT_FSIZE stands in for a full disk: the first big write (a page with plotly.js
+    embedded) fails. Before: truncated .ipynb/.html files in --out, the old report gone."""
+    import resource
+
+    out = tmp_path / "out"
+    out.mkdir()
+    fake_report(out)
+    before = snapshot(out)
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))
+
+    code = REPORT_CODE.format(ckpt=str(LAYERS0), out=str(out), cfg=str(TARGET_CONFIG),
+                              nb=str(NB01))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          preexec_fn=small_files, timeout=300)
+    assert proc.returncode != 0
+    assert snapshot(out) == before and leftovers(tmp_path) == []

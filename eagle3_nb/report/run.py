@@ -198,12 +198,16 @@ def run_step(step: Step, out: Path, kernel_name: str | None = None) -> str:
     try:
         run_notebook(step.notebook, folder, step.parameters, kernel_name=kernel_name)
         step.status = "ok"
+    except OSError as exc:  # the report itself cannot be written: stop, the previous one stays
+        raise _cannot_write(exc, folder) from None
     except Exception as exc:  # noqa: BLE001 - recorded in the report, the run goes on
         _record_failure(step, exc)
     executed = folder / step.notebook.name
     if executed.is_file():  # papermill leaves the partly executed copy of a failed run
         try:
             render_html(executed, folder / f"{step.name}.html")
+        except OSError as exc:
+            raise _cannot_write(exc, folder) from None
         except Exception as exc:  # noqa: BLE001
             step.status, step.error = "failed", step.error or f"HTML rendering failed: {exc}"
     step.seconds = round(time.monotonic() - t0, 2)
@@ -211,6 +215,12 @@ def run_step(step: Step, out: Path, kernel_name: str | None = None) -> str:
     if step.status == "ok":
         return f"ok ({step.seconds:.1f} s)"
     return f"FAILED ({step.seconds:.1f} s): {step.error}"
+
+
+def _cannot_write(exc: OSError, where: Path) -> Eagle3NbError:
+    return Eagle3NbError(f"cannot write the report ({exc.strerror or exc})", str(where),
+                         "free some space (or fix the permissions) and run it again; an earlier "
+                         "report in --out is kept as it was")
 
 
 def _record_failure(step: Step, exc: Exception) -> None:
