@@ -135,8 +135,9 @@ def read_json(root: Path, name: str) -> dict[str, Any]:
                           "this is not a model config")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{name} is not valid JSON ({exc})", str(path), "fix or re-save it") from None
+    except JSON_ERRORS as exc:
+        raise ConfigError(f"{name} is not valid JSON ({json_problem(exc)})", str(path),
+                          "fix or re-save it") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{name} is not a JSON object", str(path), "fix or re-save it")
     return data
@@ -147,18 +148,35 @@ def iter_jsonl(path: str | os.PathLike):
     path = Path(path)
     if not path.is_file():
         raise ConfigError("file not found", str(path), "pass a JSON Lines file")
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError("is not UTF-8 text", str(path), "save it as UTF-8 JSON Lines") from None
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"line {n} is not JSON ({exc.msg})", str(path),
+        except JSON_ERRORS as exc:
+            raise ConfigError(f"line {n} is not JSON ({json_problem(exc)})", str(path),
                               "write one JSON object per line") from None
         if not isinstance(row, dict):
             raise ConfigError(f"line {n} is not a JSON object", str(path),
                               "write one JSON object per line")
         yield n, row
+
+
+# What json.loads raises on hostile text besides JSONDecodeError: ValueError for an integer of
+# more than 4300 digits, RecursionError for nesting deeper than the interpreter's stack.
+JSON_ERRORS = (ValueError, RecursionError)
+
+
+def json_problem(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    return str(exc).split(";")[0]
 
 
 def inside(root: Path, rel: str) -> Path:

@@ -94,8 +94,11 @@ def _bad(rel: str, what: str, todo: str) -> SafetensorsFormatError:
 def _parse_json(raw: bytes, rel: str) -> dict:
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _bad(rel, f"header is not valid UTF-8 JSON ({exc})", "the file is corrupt") from None
+    except RecursionError:
+        raise _bad(rel, "header JSON is nested too deeply", "the file is corrupt") from None
+    except ValueError as exc:  # not UTF-8, not JSON, or an integer Python will not read
+        raise _bad(rel, f"header is not valid UTF-8 JSON ({str(exc).split(';')[0]})",
+                   "the file is corrupt") from None
     if not isinstance(header, dict):
         raise _bad(rel, "header is not a JSON object", "the file is corrupt")
     return header

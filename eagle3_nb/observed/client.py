@@ -70,7 +70,7 @@ class HttpResponse:
     def json(self) -> Any:
         try:
             return json.loads(self.body.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (ValueError, RecursionError):
             excerpt = self.body[:200].decode("utf-8", errors="replace")
             raise ServingError(f"answer is not JSON: {excerpt!r}", self.url,
                                "is this the right server and port?") from None

@@ -66,6 +66,7 @@ from eagle3_nb.engines.metrics import (RATE_SGLANG_LOG_NEW, RATE_SGLANG_LOG_OLD,
                                        sglang_log_rate_convention, sglang_meta_family,
                                        version_tuple)
 from eagle3_nb.errors import Eagle3NbError, EngineSpecError
+from eagle3_nb.io.checkpoint import json_problem
 
 __all__ = [
     "MetricsFormatError", "ObservedMetrics", "SGLangDecodeLine", "RequestSpecStats", "VLLMSpecLine",
@@ -428,9 +429,8 @@ def _load_json(obj: Any, what: str) -> Any:
     if isinstance(obj, str):
         try:
             return json.loads(obj)
-        except json.JSONDecodeError as e:
-            raise MetricsFormatError(f"not JSON ({e.msg} at line {e.lineno} col {e.colno})",
-                                     what) from None
+        except (ValueError, RecursionError) as e:
+            raise MetricsFormatError(f"not JSON ({json_problem(e)})", what) from None
     return obj
 
 
@@ -1340,12 +1340,12 @@ def parse_observed(observed: Any, *, version: str | None = None,
     if stripped[0] in "[{":
         try:
             data = json.loads(stripped)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             data = None
             if stripped[0] == "{":  # JSON Lines
                 try:
                     data = [json.loads(ln) for ln in stripped.splitlines() if ln.strip()]
-                except json.JSONDecodeError:
+                except (ValueError, RecursionError):
                     data = None
         if data is not None:
             return _from_json(data, source, kw)

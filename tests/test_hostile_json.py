@@ -1,0 +1,91 @@
+"""JSON from anywhere: nesting deeper than the interpreter's stack (RecursionError) and integers
+of more than 4300 digits (ValueError) in every JSON the kit reads are one clear error, exit 2,
+no traceback. Before, each of these cases ended in a traceback with exit 1."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+
+import pytest
+
+from conftest import DRAFTS, SAMPLES
+from eagle3_nb.cli import main
+from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.observed.metrics import parse_observed
+
+DEEP = "[" * 100_000 + "]" * 100_000
+HUGE = "9" * 5000
+HOSTILE = {"deep": DEEP, "huge integer": HUGE}
+
+
+def cli(capsys, *args) -> tuple[int, str]:
+    code = main([str(a) for a in args])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, err
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_a_hostile_config_json(tmp_path, capsys, kind):
+    draft = tmp_path / "draft"
+    shutil.copytree(DRAFTS / "good", draft)
+    (draft / "config.json").write_text('{"hidden_size": %s}' % HOSTILE[kind])
+    code, err = cli(capsys, "inspect", draft)
+    assert code == 2 and "config.json is not valid JSON" in err
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_a_hostile_shard_index(tmp_path, capsys, kind):
+    draft = tmp_path / "draft"
+    shutil.copytree(DRAFTS / "sharded", draft)
+    (draft / "model.safetensors.index.json").write_text('{"weight_map": %s}' % HOSTILE[kind])
+    code, err = cli(capsys, "inspect", draft)
+    assert code == 2 and "not valid JSON" in err
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_a_hostile_safetensors_header(tmp_path, capsys, kind):
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    shutil.copy(DRAFTS / "good" / "config.json", draft / "config.json")
+    header = ('{"x": {"dtype": "F32", "shape": [%s], "data_offsets": [0, 4]}}'
+              % HOSTILE[kind]).encode()
+    (draft / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(4))
+    code, err = cli(capsys, "inspect", draft, "--no-stats")
+    assert code == 2 and "header" in err
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_a_hostile_corpus_line(tmp_path, capsys, kind):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"input_ids": [1, 2]}\n{"input_ids": %s}\n' % HOSTILE[kind])
+    code, err = cli(capsys, "vocab", DRAFTS / "good", "--corpus", corpus)
+    assert code == 2 and "line 2 is not JSON" in err
+
+
+def test_a_corpus_that_is_not_utf8(tmp_path, capsys):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(b'{"text": "\xff\xfe"}\n')
+    code, err = cli(capsys, "vocab", DRAFTS / "good", "--corpus", corpus)
+    assert code == 2 and "not UTF-8" in err
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_hostile_observed_json(tmp_path, kind):
+    path = tmp_path / "observed.json"
+    path.write_text('{"meta_info": %s}' % HOSTILE[kind])
+    with pytest.raises(Eagle3NbError):
+        parse_observed(path)
+
+
+def test_the_readers_still_read_what_is_fine(tmp_path, capsys):
+    """The same files with ordinary values go through (the error is about the value)."""
+    draft = tmp_path / "draft"
+    shutil.copytree(DRAFTS / "good", draft)
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["note"] = [[[1]]]
+    (draft / "config.json").write_text(json.dumps(cfg))
+    code, _ = cli(capsys, "inspect", draft, "--target-config", SAMPLES / "target" / "config.json")
+    assert code == 0
