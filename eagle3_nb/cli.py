@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -21,9 +22,22 @@ def _size(text: str) -> int:
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
     t = text.strip().lower().rstrip("b")
     try:
-        return int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
+        n = int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
+    except (ValueError, OverflowError):  # "x", "infG", "nanM", 5000 digits
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (e.g. 1G, 500M)")
+    return n
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (e.g. 1G, 500M)") from None
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return n
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,8 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--prompts", metavar="FILE", help="JSON Lines: prompt or input_ids "
                      "(default: data_samples/prompts.jsonl)")
     acc.add_argument("--num-steps", type=int, default=4, metavar="K")
-    acc.add_argument("--max-new-tokens", type=int, default=64, metavar="N")
-    acc.add_argument("--n-samples", type=int, default=None, metavar="N")
+    acc.add_argument("--max-new-tokens", type=_positive, default=64, metavar="N")
+    acc.add_argument("--n-samples", type=_positive, default=None, metavar="N")
     acc.add_argument("--batch-size", type=int, default=8, metavar="B",
                      help="prompts decoded together (the tokens do not depend on it)")
     acc.add_argument("--wiring", default="trained")
@@ -132,8 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     obs.add_argument("url", help="the server's base URL, e.g. http://127.0.0.1:30000")
     obs.add_argument("--prompts", default=None,
                      help="JSON Lines with prompt or input_ids (default: the bundled prompts)")
-    obs.add_argument("--n-samples", type=int, default=8, help="prompts to send (default 8)")
-    obs.add_argument("--max-new-tokens", type=int, default=64)
+    obs.add_argument("--n-samples", type=_positive, default=8, help="prompts to send (default 8)")
+    obs.add_argument("--max-new-tokens", type=_positive, default=64)
     obs.add_argument("--version", default=None,
                      help="the SGLang release (its meta_info field names); detected if absent")
     obs.add_argument("--model", default=None, help="vLLM: the served model (default: the only one)")
@@ -158,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `eagle3-nb ... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FINDINGS
 
 
 def cmd_inspect(args) -> int:
@@ -317,9 +334,6 @@ def cmd_observe(args) -> int:
     from eagle3_nb.io.files import atomic_write_text
     from eagle3_nb.observed.client import measure_server, read_prompt_file
 
-    if args.n_samples < 1:
-        raise Eagle3NbError(f"--n-samples {args.n_samples} is below 1", "--n-samples",
-                            "send at least one prompt")
     prompts = read_prompt_file(args.prompts or samples_dir() / "prompts.jsonl", args.n_samples)
     extra = ({"version": args.version} if args.engine == "sglang" else {"model": args.model})
     obs = measure_server(args.engine, args.url, prompts, args.max_new_tokens,

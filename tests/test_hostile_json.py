@@ -89,3 +89,36 @@ def test_the_readers_still_read_what_is_fine(tmp_path, capsys):
     (draft / "config.json").write_text(json.dumps(cfg))
     code, _ = cli(capsys, "inspect", draft, "--target-config", SAMPLES / "target" / "config.json")
     assert code == 0
+
+
+# ----------------------------------------------------------------------------- CLI values
+
+@pytest.mark.parametrize("args, words", [
+    (["inspect", DRAFTS / "good", "--stats-budget", "infG"], "not a byte count"),
+    (["inspect", DRAFTS / "good", "--stats-budget", "9" * 5000], "not a byte count"),
+    (["inspect", DRAFTS / "good", "--engine", "sglang==0.5." + "9" * 5000], "version"),
+    (["inspect", DRAFTS / "good", "--engine", "sglang==0.5.9==1"], "version"),
+    (["accept", DRAFTS / "good", "--max-new-tokens", "0"], "at least 1"),
+    (["accept", DRAFTS / "good", "--max-new-tokens", "-5"], "at least 1"),
+    (["observe", "sglang", "http://127.0.0.1:9", "--n-samples", "0"], "at least 1"),
+])
+def test_bad_cli_values_are_exit_2_without_a_traceback(capsys, args, words):
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as exc:  # argparse's own exit for a value its type refuses
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and words in err and "Traceback" not in err
+
+
+def test_a_closed_pipe_ends_quietly():
+    """`eagle3-nb vocab ... | head -0`: the reader is gone before the first line."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "eagle3_nb.cli", "vocab", str(DRAFTS / "good")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "Traceback" not in err and "BrokenPipe" not in err

@@ -24,12 +24,6 @@ L, H = 8, 64
 EAGLE_IDS = [2, L // 2, L - 3]            # hidden_states[2, 4, 5]
 SPECFORGE_IDS = [1, L // 2 - 1, L - 4]    # output of layers 1, 3, 4 = hidden_states[2, 4, 5]
 
-needs_trained = pytest.mark.skipif(
-    not (TARGET / "model.safetensors").is_file(),
-    reason="data_samples/target/model.safetensors is absent: the trained target is built by "
-           "`python -m eagle3_nb.samples --train` (make train-samples), not by `make samples`")
-
-
 @pytest.fixture(scope="module")
 def target() -> TargetModel:
     return TargetModel.load(TARGET)
@@ -100,14 +94,12 @@ def test_pad_batch_right_and_left():
 
 # ---------------------------------------------------------------- the trained target
 
-@needs_trained
 def test_loads_the_trained_target(target):
     assert (target.num_layers, target.hidden_size, target.vocab_size) == (L, H, 512)
     assert target.dtype == torch.float32 and target.device.type == "cpu"
     assert target.tokenizer is not None and not target.model.training
 
 
-@needs_trained
 def test_forward_hidden_shapes_and_greedy_tokens(target, prompt_ids):
     ids = prompt_ids[0]
     out = target.forward_hidden(ids)
@@ -120,7 +112,6 @@ def test_forward_hidden_shapes_and_greedy_tokens(target, prompt_ids):
     assert batched.logits.shape == (1, ids.numel(), 512)
 
 
-@needs_trained
 def test_the_trained_target_predicts_held_out_text(target, prompt_ids):
     """Teacher-forced greedy next-token accuracy on held-out prompts: a trained model, not noise."""
     correct = total = 0
@@ -131,7 +122,6 @@ def test_the_trained_target_predicts_held_out_text(target, prompt_ids):
     assert correct / total > 0.3, f"held-out greedy accuracy {correct / total:.3f}"
 
 
-@needs_trained
 def test_greedy_generate_is_deterministic_and_matches_uncached_argmax(target, prompt_ids):
     ids = prompt_ids[1]
     first = target.greedy_generate(ids, 16)
@@ -143,7 +133,6 @@ def test_greedy_generate_is_deterministic_and_matches_uncached_argmax(target, pr
     assert target.greedy_generate(ids, 0).shape == (0,)
 
 
-@needs_trained
 def test_greedy_generate_on_a_padded_batch_matches_each_row(target, prompt_ids):
     rows = [prompt_ids[0], prompt_ids[2][:40], prompt_ids[3][:70]]
     batched = target.greedy_generate(rows, 8)
@@ -152,7 +141,6 @@ def test_greedy_generate_on_a_padded_batch_matches_each_row(target, prompt_ids):
         assert torch.equal(batched[r], target.greedy_generate(ids, 8))
 
 
-@needs_trained
 def test_aux_conventions_final_norm_and_pre_norm(target, prompt_ids):
     ids = prompt_ids[0]
     out = target.forward_hidden(ids)
@@ -179,7 +167,6 @@ def test_aux_conventions_final_norm_and_pre_norm(target, prompt_ids):
     torch.testing.assert_close(target.model.lm_head(final), out.logits, rtol=1e-5, atol=1e-5)
 
 
-@needs_trained
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_padded_batch_gives_each_sequence_its_unbatched_states(target, prompt_ids, side):
     rows = [prompt_ids[0], prompt_ids[1][:30], prompt_ids[2][:55]]
@@ -201,7 +188,6 @@ def test_padded_batch_gives_each_sequence_its_unbatched_states(target, prompt_id
                                batch.hidden_states[3][1][mask[1].bool()], rtol=0, atol=1e-5)
 
 
-@needs_trained
 def test_bfloat16_load(target, prompt_ids):
     bf16 = TargetModel.load(TARGET, dtype="bfloat16")
     assert bf16.dtype == torch.bfloat16
@@ -216,7 +202,6 @@ def write_hs(path: Path, hidden: torch.Tensor, tokens: torch.Tensor) -> Path:
     return path
 
 
-@needs_trained
 def test_speculators_dump_round_trip_from_the_targets_own_states(target, prompt_ids, tmp_path):
     ids = prompt_ids[0]
     out = target.forward_hidden(ids)
@@ -234,7 +219,6 @@ def test_speculators_dump_round_trip_from_the_targets_own_states(target, prompt_
     assert every.aux_hidden_states.shape == (ids.numel(), 4 * H) and every.last_hidden_state is None
 
 
-@needs_trained
 def test_specforge_dump_round_trip_from_the_targets_own_states(target, prompt_ids, tmp_path):
     ids = prompt_ids[1]
     out = target.forward_hidden(ids)
@@ -375,7 +359,6 @@ def test_missing_paths_and_empty_directories_raise(tmp_path):
         read_dump(tmp_path / "x.npy")
 
 
-@needs_trained
 def test_cached_passes_with_holes_equal_one_compact_pass(target, prompt_ids):
     """Prefill two left-padded prompts, append 3 tokens of which the last 2 are rejected (masked
     holes), then 2 more: the last pass's states and tokens equal a fresh pass over each row's
@@ -403,7 +386,6 @@ def test_cached_passes_with_holes_equal_one_compact_pass(target, prompt_ids):
                                        rtol=1e-4, atol=1e-4)
 
 
-@needs_trained
 def test_a_model_without_a_narrowable_cache_is_refused(target, monkeypatch):
     """The simulation keeps the KV cache across verify steps and drops finished rows from it:
     a model that returns none would silently recompute from nothing, so it is refused."""

@@ -23,8 +23,6 @@ pytestmark = pytest.mark.slow  # runs the target model: make test, not make test
 
 TARGET = SAMPLES / "target"
 K = 4
-needs_target = pytest.mark.skipif(not (TARGET / "model.safetensors").exists(),
-                                   reason="trained target not built (make train-samples)")
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +74,6 @@ class Spans(HTMLParser):
 
 # ----------------------------------------------------------------------------- token strip
 
-@needs_target
 def test_strip_has_one_span_per_token_the_steps_name(sim):
     for result in sim[:2]:
         for s, run in enumerate(result.samples):
@@ -88,7 +85,6 @@ def test_strip_has_one_span_per_token_the_steps_name(sim):
             assert len(p.of("prompt")) == min(va.PROMPT_TAIL, len(run.prompt))
 
 
-@needs_target
 def test_strip_committed_ids_are_the_generated_tokens(sim):
     for result in sim[:2]:
         for s, run in enumerate(result.samples):
@@ -99,7 +95,6 @@ def test_strip_committed_ids_are_the_generated_tokens(sim):
             assert [t["id"] for t in p.of("prompt")] == run.prompt[-va.PROMPT_TAIL:]
 
 
-@needs_target
 def test_broken_wiring_shows_more_rejected_tokens(sim):
     trained, broken, _ = sim
 
@@ -109,7 +104,6 @@ def test_broken_wiring_shows_more_rejected_tokens(sim):
     assert rejected(broken) > rejected(trained)
 
 
-@needs_target
 def test_strip_hover_names_step_position_candidates_and_target(sim):
     trained, _, decode = sim
     run = trained.samples[0]
@@ -129,14 +123,12 @@ def test_strip_hover_names_step_position_candidates_and_target(sim):
     assert f"#{int(top_id)} {top_p:.2f}" in plain["title"]
 
 
-@needs_target
 def test_strip_escapes_decoded_text(sim):
     html = va.token_strip(sim[0], decode=lambda i: "<script>x</script>")
     assert "<script" not in html and "&lt;script&gt;x&lt;/script&gt;" in html
     assert all(t["text"] == "<script>x</script>" for t in Spans(html).tokens)
 
 
-@needs_target
 def test_strip_makes_whitespace_visible(sim):
     p = Spans(va.token_strip(sim[0], decode=lambda i: "a\nb\t c"))
     assert {t["text"] for t in p.tokens} == {"a⏎b⇥ c"}
@@ -145,7 +137,6 @@ def test_strip_makes_whitespace_visible(sim):
     assert va.token_text(1, lambda i: "\x1b[31m") == "\\x1b[31m"
 
 
-@needs_target
 def test_strip_header_and_max_steps(sim):
     trained, _, decode = sim
     run = trained.samples[1]
@@ -160,7 +151,6 @@ def test_strip_header_and_max_steps(sim):
         va.token_strip(trained, sample=len(trained.samples))
 
 
-@needs_target
 def test_dict_and_object_give_the_same_output(sim):
     trained, broken, decode = sim
     data = json.loads(json.dumps(trained.to_json(with_steps=True)))  # as read from a file
@@ -175,7 +165,6 @@ def test_dict_and_object_give_the_same_output(sim):
 
 # ----------------------------------------------------------------------------- figures
 
-@needs_target
 def test_accept_length_histogram_is_the_stats_normalised(sim):
     trained, broken, _ = sim
     fig = va.accept_length_histogram([trained, broken.to_json()])
@@ -192,7 +181,6 @@ def test_accept_length_histogram_is_the_stats_normalised(sim):
     assert len(va.accept_length_histogram(trained).data) == 1
 
 
-@needs_target
 def test_per_position_bars_are_the_stats(sim):
     trained, broken, _ = sim
     fig = va.per_position_bars([trained, broken])
@@ -221,7 +209,6 @@ def hand_cells(result, bucket, conditional=False):
     return cells
 
 
-@needs_target
 @pytest.mark.parametrize("conditional", [False, True])
 def test_context_heatmap_matches_a_hand_count(sim, conditional):
     for result in sim[:2]:
@@ -243,7 +230,6 @@ def test_context_heatmap_matches_a_hand_count(sim, conditional):
     assert all(v is None for row in broken.z[1:] for v in row)   # no step reached position 2
 
 
-@needs_target
 def test_context_heatmap_leaves_buckets_without_steps_empty(sim):
     data = copy.deepcopy(sim[0].to_json(with_steps=True))
     for run in data["samples"]:    # drop every step in the second bucket
@@ -254,7 +240,6 @@ def test_context_heatmap_leaves_buckets_without_steps_empty(sim):
 
 # ----------------------------------------------------------------------------- numbers
 
-@needs_target
 def test_compare_html_shows_both_results_and_the_difference(sim):
     trained, broken, decode = sim
     html = va.compare_html(trained, broken, decode=decode)
@@ -270,7 +255,6 @@ def test_compare_html_shows_both_results_and_the_difference(sim):
         trained.samples[0].generated + broken.samples[0].generated)
 
 
-@needs_target
 def test_headline_html_gives_every_convention(sim):
     trained, broken, _ = sim
     stats = trained.stats()

@@ -16,8 +16,6 @@ from eagle3_nb.wirings import kit_param_names
 pytestmark = pytest.mark.slow  # runs the target model: make test, not make test-fast
 
 TARGET = SAMPLES / "target"
-needs_target = pytest.mark.skipif(not (TARGET / "model.safetensors").exists(),
-                                  reason="trained target not built (make train-samples)")
 N_PROMPTS, MAX_NEW = 6, 48
 
 LAYER0 = ["layers.0.self_attn.q_proj.weight", "layers.0.self_attn.k_proj.weight",
@@ -66,7 +64,6 @@ def accept(run, name, wiring):
     return run(name, wiring).stats()["mean_accept_length"]
 
 
-@needs_target
 def test_sglang_059_resets_the_dropped_layer_and_0516_loads_it(runs):
     _, _, presets = runs.load("layers0-flat")
     assert sorted(presets["sglang==0.5.9"].reset_params) == sorted(LAYER0)
@@ -74,7 +71,6 @@ def test_sglang_059_resets_the_dropped_layer_and_0516_loads_it(runs):
     assert presets["vllm==0.33"].reset_params == ()
 
 
-@needs_target
 def test_engine_leaves_a_reset_copy_and_the_loaded_draft_untouched(runs):
     from eagle3_nb.model import as_engine_leaves
 
@@ -93,7 +89,6 @@ def test_engine_leaves_a_reset_copy_and_the_loaded_draft_untouched(runs):
     assert as_engine_leaves(draft, presets["trained"]) is draft
 
 
-@needs_target
 def test_good_draft_is_above_two_and_every_structural_failure_loses_half(runs):
     good = accept(runs, "good", "trained")
     assert good > 2.0
@@ -108,14 +103,12 @@ def test_good_draft_is_above_two_and_every_structural_failure_loses_half(runs):
     assert accept(runs, "layers0-flat", "sglang==0.5.16") == pytest.approx(good)
 
 
-@needs_target
 def test_embeddings_only_floor_is_low_and_below_the_trained_draft(runs):
     floor = accept(runs, "good", "embeddings_only")
     assert 1.0 <= floor < 1.5
     assert floor < accept(runs, "good", "trained")
 
 
-@needs_target
 def test_absolute_d2t_read_as_offsets_stops_like_the_engine(runs):
     from eagle3_nb.acceptance import simulate
     from eagle3_nb.session import read_prompts
@@ -130,7 +123,6 @@ def test_absolute_d2t_read_as_offsets_stops_like_the_engine(runs):
     assert [r.generated for r in fixed.samples] == [r.generated for r in reference.samples]
 
 
-@needs_target
 def test_an_engine_that_refuses_the_checkpoint_gives_no_number(runs):
     from eagle3_nb.acceptance import simulate
 
@@ -141,7 +133,6 @@ def test_an_engine_that_refuses_the_checkpoint_gives_no_number(runs):
         simulate(draft, target, [torch.tensor([5, 6, 7])], 2, 4, wiring)
 
 
-@needs_target
 def test_what_if_ranks_the_dropped_keys_hypothesis_with_the_observation(runs):
     from eagle3_nb.session import read_prompts
     from eagle3_nb.whatif import explain, rank, run_what_if
@@ -172,7 +163,6 @@ def test_what_if_ranks_the_dropped_keys_hypothesis_with_the_observation(runs):
     assert values == sorted(values, reverse=True)
 
 
-@needs_target
 def test_nan_head_is_named_as_a_broken_checkpoint(runs):
     from eagle3_nb.session import read_prompts
     from eagle3_nb.whatif import explain, rank, run_what_if
@@ -186,7 +176,6 @@ def test_nan_head_is_named_as_a_broken_checkpoint(runs):
     assert "checkpoint itself is broken" in explain(rows, parse_observed("1.0"))
 
 
-@needs_target
 def test_cli_what_if_json(tmp_path):
     prompts = tmp_path / "p.jsonl"
     rows = (SAMPLES / "prompts.jsonl").read_text().splitlines()[:2]
@@ -209,7 +198,6 @@ def test_cli_what_if_json(tmp_path):
     assert report["explanation"]
 
 
-@needs_target
 def test_cli_rejects_a_bad_observation_without_traceback():
     proc = subprocess.run([sys.executable, "-m", "eagle3_nb.cli", "accept",
                            str(DRAFTS / "good"), "--target", str(TARGET), "--observed", "0.4"],
@@ -218,7 +206,6 @@ def test_cli_rejects_a_bad_observation_without_traceback():
     assert "below 1" in proc.stderr and "Traceback" not in proc.stderr
 
 
-@needs_target
 def test_notebook_03_check_sees_the_dropped_layer_too():
     from eagle3_nb.checks.hidden import check_hidden_states
 

@@ -125,13 +125,16 @@ class EngineProfile:
         return f"{self.name} >={self.covers[0]},<{self.covers[1]}"
 
 
-_VERSION = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
+# a whole release number: X.Y[.Z[.W]], then post/dev/rc/a/b suffixes or a +local part, nothing else
+_VERSION = re.compile(r"^\s*v?(\d{1,9}(?:\.\d{1,9}){0,3})"
+                      r"(?:[.-]?(?:post|dev|rc|a|b)\d{0,9})*(?:\+[0-9A-Za-z.]{1,64})?\s*$")
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
     """'0.33' -> (0, 33, 0); '0.5.9.post1' -> (0, 5, 9): post releases share their release."""
-    m = _VERSION.match(text)
+    m = _VERSION.match(str(text)[:200])
     if not m:
-        raise EngineSpecError(f"cannot read version {text!r}", None, "use NAME==X.Y[.Z]")
+        raise EngineSpecError(f"cannot read version {str(text)[:40]!r}", None,
+                              "use NAME==X.Y[.Z], e.g. sglang==0.5.9 or vllm==0.11.0")
     parts = [int(p) for p in m.group(1).split(".")][:3]
     return tuple(parts + [0] * (3 - len(parts)))  # type: ignore[return-value]
