@@ -134,6 +134,11 @@ class DraftConfig:
 
 def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig:
     """Normalise a raw config.json dict of either dialect."""
+    for key, high in (("draft_vocab_size", BOUNDS["vocab_size"][1]),
+                      ("target_hidden_size", BOUNDS["hidden_size"][1]),
+                      ("num_aux_hidden_states", 64)):
+        if raw.get(key) is not None:  # null is meaningful (SGLang: take the target's)
+            bounded_int(raw[key], key, where, 1, high)
     if "speculators_model_type" in raw or "transformer_layer_config" in raw:
         return _parse_speculators(raw, where)
     return _parse_flat(raw, where)
@@ -153,6 +158,23 @@ def _ids(value: Any, key: str, where: str) -> list[int] | None:
     return list(value)
 
 
+# Bounds on what the kit reads from a config, far outside any real model, so a hostile or broken
+# value is a clear error instead of a loop bound, a division by zero or a huge allocation.
+BOUNDS = {"hidden_size": (1, 1 << 20), "num_attention_heads": (1, 1 << 12),
+          "num_key_value_heads": (1, 1 << 12), "head_dim": (1, 1 << 12),
+          "intermediate_size": (1, 1 << 22), "vocab_size": (1, 1 << 24),
+          "num_hidden_layers": (1, 1 << 8), "max_position_embeddings": (1, 1 << 30)}
+TARGET_MAX_LAYERS = 1 << 12
+
+
+def bounded_int(value: Any, key: str, where: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        raise ConfigError(f"{key} is {shown}: expected an integer from {low} to {high}", where,
+                          "fix the value in config.json (a copy of it)")
+    return value
+
+
 def _layer_fields(layer: dict[str, Any], where: str, layer_src: str) -> dict[str, Any]:
     missing = [k for k in ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
                if not isinstance(layer.get(k), int)]
@@ -160,16 +182,34 @@ def _layer_fields(layer: dict[str, Any], where: str, layer_src: str) -> dict[str
         section = "transformer_layer_config" if layer_src == LAYER else "the top level"
         raise ConfigError(f"missing or non-integer {', '.join(missing)} in {section}", where,
                           "a draft config needs the decoder layer's sizes")
-    H, nh = layer["hidden_size"], layer["num_attention_heads"]
+    sizes = {k: bounded_int(layer[k], k, where, *BOUNDS[k])
+             for k in ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")}
+    H, nh = sizes["hidden_size"], sizes["num_attention_heads"]
+    for key, default in (("num_hidden_layers", 1), ("num_key_value_heads", nh),
+                         ("head_dim", max(1, H // nh))):
+        value = layer.get(key)
+        sizes[key] = default if value is None else bounded_int(value, key, where, *BOUNDS[key])
+    if nh % sizes["num_key_value_heads"]:
+        raise ConfigError(f"num_attention_heads {nh} is not a multiple of num_key_value_heads "
+                          f"{sizes['num_key_value_heads']}", where, "fix the head counts")
+    context = _get(layer, "max_position_embeddings", layer_src)
+    if context.present:
+        bounded_int(context.value, "max_position_embeddings", where,
+                    *BOUNDS["max_position_embeddings"])
+    eps = layer.get("rms_norm_eps")
+    if eps is not None and (isinstance(eps, bool) or not isinstance(eps, (int, float))
+                            or not 0 < eps < 1):
+        raise ConfigError(f"rms_norm_eps is {eps!r}: expected a number between 0 and 1", where,
+                          "fix the value in config.json (a copy of it)")
     rope_keys = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor")
     return dict(
         layer_model_type=str(layer.get("model_type") or "llama"),
-        hidden_size=H, num_hidden_layers=int(layer.get("num_hidden_layers") or 1),
-        num_attention_heads=nh, num_key_value_heads=int(layer.get("num_key_value_heads") or nh),
-        head_dim=int(layer.get("head_dim") or H // nh),
-        intermediate_size=layer["intermediate_size"], vocab_size=layer["vocab_size"],
-        rms_norm_eps=float(layer.get("rms_norm_eps") or 1e-6),
-        max_position_embeddings=_get(layer, "max_position_embeddings", layer_src),
+        hidden_size=H, num_hidden_layers=sizes["num_hidden_layers"],
+        num_attention_heads=nh, num_key_value_heads=sizes["num_key_value_heads"],
+        head_dim=sizes["head_dim"],
+        intermediate_size=sizes["intermediate_size"], vocab_size=sizes["vocab_size"],
+        rms_norm_eps=float(eps or 1e-6),
+        max_position_embeddings=context,
         attention_bias=bool(layer.get("attention_bias", False)),
         mlp_bias=bool(layer.get("mlp_bias", False)),
         hidden_act=str(layer.get("hidden_act", "silu")),
@@ -210,7 +250,10 @@ def _parse_speculators(raw: dict[str, Any], where: str) -> DraftConfig:
     if not isinstance(layer, dict):
         raise ConfigError("speculators config without a transformer_layer_config object", where,
                           "re-save the draft with speculators, or write the flat SGLang form")
-    verifier = (raw.get("speculators_config") or {}).get("verifier") or {}
+    spec = raw.get("speculators_config") or {}
+    if not isinstance(spec, dict):
+        raise ConfigError("speculators_config is not a JSON object", where, "fix or remove it")
+    verifier = spec.get("verifier") or {}
     return DraftConfig(
         dialect="speculators", architectures=list(raw.get("architectures") or []),
         **_layer_fields(layer, where, LAYER),
@@ -254,10 +297,16 @@ class TargetInfo:
 def parse_target_config(raw: dict[str, Any], where: str) -> TargetInfo:
     text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
     layers = text.get("num_hidden_layers")
-    if not isinstance(layers, int) or layers <= 0:
+    if isinstance(layers, bool) or not isinstance(layers, int) or layers <= 0:
         raise ConfigError("target config has no positive integer num_hidden_layers", where,
                           "pass the target model's own config.json")
-    return TargetInfo(layers, text.get("hidden_size"), text.get("vocab_size"),
-                      text.get("max_position_embeddings"),
-                      str(text.get("model_type") or raw.get("model_type") or ""),
-                      tuple(raw.get("architectures") or ()))
+    bounded_int(layers, "num_hidden_layers", where, 1, TARGET_MAX_LAYERS)
+    sizes = {k: (None if text.get(k) is None else bounded_int(text[k], k, where, *BOUNDS[k]))
+             for k in ("hidden_size", "vocab_size", "max_position_embeddings")}
+    archs = raw.get("architectures") or ()
+    if not isinstance(archs, (list, tuple)) or not all(isinstance(a, str) for a in archs):
+        raise ConfigError(f"architectures is {str(archs)[:40]}, not a list of names", where,
+                          "pass the target model's own config.json")
+    return TargetInfo(layers, sizes["hidden_size"], sizes["vocab_size"],
+                      sizes["max_position_embeddings"],
+                      str(text.get("model_type") or raw.get("model_type") or ""), tuple(archs))

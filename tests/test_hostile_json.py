@@ -122,3 +122,36 @@ def test_a_closed_pipe_ends_quietly():
     err = proc.stderr.read().decode()
     proc.wait(timeout=60)
     assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+# ----------------------------------------------------------------------------- config values
+
+@pytest.mark.parametrize("key, value", [
+    ("num_hidden_layers", "abc"), ("num_hidden_layers", 10 ** 6), ("num_attention_heads", 0),
+    ("hidden_size", -8), ("head_dim", 0), ("num_key_value_heads", 3),
+    ("max_position_embeddings", "long"), ("rms_norm_eps", "x"),
+    ("num_aux_hidden_states", "x"), ("speculators_config", [1]), ("draft_vocab_size", True),
+])
+def test_a_config_value_of_the_wrong_type_or_size(tmp_path, capsys, key, value):
+    """Before: tracebacks (int('abc'), a division by zero heads) and, for 10**6 layers, a loop
+    past 60 s and 4 GB; now a bound names the value."""
+    draft = tmp_path / "draft"
+    shutil.copytree(DRAFTS / ("good-speculators" if key == "speculators_config" else "good"), draft)
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg[key] = value
+    (draft / "config.json").write_text(json.dumps(cfg))
+    code, err = cli(capsys, "inspect", draft, "--no-stats")
+    assert code == 2 and key in err
+
+
+@pytest.mark.parametrize("key, value", [
+    ("num_hidden_layers", "abc"), ("num_hidden_layers", 10 ** 6), ("num_hidden_layers", True),
+    ("hidden_size", "wide"), ("vocab_size", -1), ("architectures", "LlamaForCausalLM"),
+])
+def test_a_target_config_value_of_the_wrong_type_or_size(tmp_path, capsys, key, value):
+    cfg = json.loads((SAMPLES / "target" / "config.json").read_text())
+    cfg[key] = value
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    code, err = cli(capsys, "inspect", DRAFTS / "good", "--no-stats",
+                    "--target-config", tmp_path / "config.json")
+    assert code == 2 and key in err
