@@ -5,8 +5,11 @@ no traceback. Before, each of these cases ended in a traceback with exit 1."""
 from __future__ import annotations
 
 import json
+import os
+import random
 import shutil
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -155,3 +158,43 @@ def test_a_target_config_value_of_the_wrong_type_or_size(tmp_path, capsys, key, 
     code, err = cli(capsys, "inspect", DRAFTS / "good", "--no-stats",
                     "--target-config", tmp_path / "config.json")
     assert code == 2 and key in err
+
+
+# ----------------------------------------------------------------------------- weight files
+
+def _draft_with_weights(tmp_path, name: str, data: bytes | None) -> Path:
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    shutil.copy(DRAFTS / "good" / "config.json", draft / "config.json")
+    if data is None:
+        os.mkfifo(draft / name)
+    else:
+        (draft / name).write_bytes(data)
+    return draft
+
+
+def _header(entry: dict) -> bytes:
+    raw = json.dumps({"x": entry}).encode()
+    return struct.pack("<Q", len(raw)) + raw + bytes(8)
+
+
+@pytest.mark.parametrize("name, data, words", [
+    pytest.param("model.safetensors", None, "not a regular file", id="fifo-safetensors"),
+    pytest.param("pytorch_model.bin", None, "not a regular file", id="fifo-pickle"),
+    pytest.param("pytorch_model.bin", b"", "cannot read the pickle", id="empty-pickle"),
+    pytest.param("pytorch_model.bin", random.Random(0).randbytes(64), "pickle", id="random-bytes"),
+    pytest.param("model.safetensors",
+                 _header({"dtype": ["F32"], "shape": [2], "data_offsets": [0, 8]}),
+                 "unknown dtype", id="unhashable-dtype"),
+    pytest.param("model.safetensors",
+                 _header({"dtype": "F32", "shape": [True, True], "data_offsets": [0, 4]}),
+                 "unsigned 64-bit", id="bool-dims"),
+    pytest.param("model.safetensors",
+                 _header({"dtype": "I64", "shape": [0, 2 ** 70], "data_offsets": [0, 0]}),
+                 "unsigned 64-bit", id="dim-over-u64"),
+])
+def test_hostile_weight_files(tmp_path, capsys, name, data, words):
+    """Before: a FIFO blocked inspect forever; the others were tracebacks (exit 1)."""
+    draft = _draft_with_weights(tmp_path, name, data)
+    code, err = cli(capsys, "inspect", draft, "--no-stats")
+    assert code == 2 and words in err

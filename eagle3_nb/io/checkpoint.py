@@ -268,17 +268,20 @@ def _load_pickle(root: Path, rel: str) -> dict[str, Any]:
     import torch  # only pickle checkpoints reach here
 
     path = inside(root, rel)
+    if not path.is_file():  # a FIFO or device would block torch.load
+        raise CheckpointError("is not a regular file", str(path), "point at the real weight file")
     try:
         with warnings.catch_warnings():  # torch warns about pickle protocols; our error says it all
             warnings.simplefilter("ignore")
             obj = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unpickling refused"
-        raise UnsafeInputError(f"the pickle needs more than plain tensors to load ({first})",
-                               str(path), "re-save it as safetensors from a trusted environment; "
+        raise UnsafeInputError(f"the pickle needs more than plain tensors to load "
+                               f"({_first_line(exc, 'unpickling refused')})", str(path),
+                               "re-save it as safetensors from a trusted environment; "
                                "the kit never unpickles arbitrary objects") from None
-    except (RuntimeError, EOFError, OSError, ValueError) as exc:
-        raise CheckpointError(f"cannot read the pickle ({str(exc).splitlines()[0]})", str(path),
+    except Exception as exc:  # noqa: BLE001 - any reader error on foreign bytes is bad input
+        why = _first_line(exc, type(exc).__name__)
+        raise CheckpointError(f"cannot read the pickle ({why})", str(path),
                               "the file is truncated or not a torch checkpoint") from None
     if not isinstance(obj, dict) or not all(isinstance(k, str) for k in obj):
         raise CheckpointError("the pickle is not a flat {name: tensor} state dict", str(path),
@@ -288,6 +291,11 @@ def _load_pickle(root: Path, rel: str) -> dict[str, Any]:
         raise CheckpointError(f"entries that are not tensors: {', '.join(bad[:5])}", str(path),
                               "save model.state_dict() (or better, safetensors)")
     return obj
+
+
+def _first_line(exc: BaseException, fallback: str) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:200] if lines else fallback
 
 
 def _pickle_info(name: str, tensor, rel: str) -> TensorInfo:

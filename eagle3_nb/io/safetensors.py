@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from math import prod
@@ -59,7 +60,10 @@ def read_header(path: Path, rel_name: str | None = None) -> SafetensorsHeader:
     path = Path(path)
     rel = rel_name or path.name
     try:
-        size = path.stat().st_size
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
+            raise _bad(rel, "is not a regular file", "point at the real weight file")
+        size = st.st_size
         with open(path, "rb") as fh:
             head = fh.read(8)
             if len(head) < 8:
@@ -108,16 +112,15 @@ def _tensor_info(name: str, spec, rel: str, data_start: int, data_size: int) -> 
     if not isinstance(spec, dict):
         raise _bad(rel, f"tensor {name!r}: entry is not an object", "the file is corrupt")
     dtype = spec.get("dtype")
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:
         raise _bad(rel, f"tensor {name!r}: unknown dtype {dtype!r}",
                    f"supported: {', '.join(DTYPES)}")
     shape = spec.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-        raise _bad(rel, f"tensor {name!r}: shape {shape!r} is not a list of non-negative ints",
-                   "the file is corrupt")
+    if not isinstance(shape, list) or not all(_u64(d) for d in shape):
+        raise _bad(rel, f"tensor {name!r}: shape {str(shape)[:60]} is not a list of unsigned "
+                        "64-bit ints", "the file is corrupt")
     offsets = spec.get("data_offsets")
-    if (not isinstance(offsets, list) or len(offsets) != 2
-            or not all(isinstance(o, int) for o in offsets)):
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(_u64(o) for o in offsets):
         raise _bad(rel, f"tensor {name!r}: data_offsets {offsets!r} is not two ints",
                    "the file is corrupt")
     begin, end = offsets
@@ -132,6 +135,11 @@ def _tensor_info(name: str, spec, rel: str, data_start: int, data_size: int) -> 
         raise _bad(rel, f"tensor {name!r}: {end - begin} bytes stored for shape {shape} "
                         f"{dtype} ({expected} expected)", "the file is corrupt")
     return TensorInfo(name, dtype, tuple(shape), rel, data_start + begin, expected)
+
+
+def _u64(value) -> bool:
+    """What safetensors accepts for a dimension or an offset (a JSON true is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64
 
 
 def _check_no_overlap(tensors: dict[str, TensorInfo], rel: str, data_start: int) -> None:
