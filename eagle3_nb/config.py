@@ -175,6 +175,20 @@ def bounded_int(value: Any, key: str, where: str, low: int, high: int) -> int:
     return value
 
 
+def token_id_list(value: Any, key: str, where: str, vocab_size: int) -> list[int]:
+    """A list of token ids as a file states it: integers (no booleans, floats or strings) in
+    [0, vocab_size)."""
+    def is_id(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < vocab_size
+
+    bad = [v for v in value if not is_id(v)][:1] if isinstance(value, list) else [value]
+    if bad:
+        raise ConfigError(f"{key} holds {str(bad[0])[:40]}: token ids are integers from 0 to "
+                          f"{vocab_size - 1}", where, "fix the file (the ids must come from the "
+                          "target's tokenizer)")
+    return value
+
+
 def _layer_fields(layer: dict[str, Any], where: str, layer_src: str) -> dict[str, Any]:
     missing = [k for k in ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
                if not isinstance(layer.get(k), int)]

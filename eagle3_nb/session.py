@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from eagle3_nb.drift import n_positions
+from eagle3_nb.config import token_id_list
 from eagle3_nb.engines import resolve_engines
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.features import (StepAccuracy, draft_features, first_step_accuracy,
@@ -43,7 +44,12 @@ def read_prompts(path: str | Path, target, limit: int | None = None) -> list[tor
     rows = []
     for n, row in iter_jsonl(path):
         if isinstance(row.get("input_ids"), list):
-            rows.append(torch.tensor(row["input_ids"], dtype=torch.long))
+            ids = token_id_list(row["input_ids"], f"line {n} input_ids", str(path),
+                                target.vocab_size)
+            if not ids:
+                raise Eagle3NbError(f"line {n} has no input_ids", str(path), "give each prompt "
+                                    "at least one token")
+            rows.append(torch.tensor(ids, dtype=torch.long))
         elif isinstance(row.get("prompt"), str):
             rows.append(target.encode(row["prompt"]).reshape(-1).cpu())
         else:
@@ -180,8 +186,23 @@ def load_dump_run(checkpoint: str | Path, hidden_states: str | Path, engines: li
     ids = parse_layer_ids(dump_layer_ids)
     samples = read_dump(hidden_states, **({"layer_ids": ids} if ids else {}))
     samples = (samples if isinstance(samples, list) else [samples])[:n_samples]
+    for sample in samples:
+        _check_dump_tokens(sample, named.cfg.vocab_size)
     return DumpRun(draft, samples, named.presets, named.profiles, named.target_info, named.cfg,
                    named.checkpoint, dev, dtype)
+
+
+def _check_dump_tokens(sample, vocab_size: int) -> None:
+    """A dump the draft can be scored on: three tokens at least (a position, the token it sees,
+    the one it predicts) and ids inside the target vocabulary the embeddings index."""
+    ids = sample.token_ids.reshape(-1)
+    if ids.numel() < 3:
+        raise Eagle3NbError(f"the dump holds {ids.numel()} token(s)", str(sample.source),
+                            "score on dumps of three tokens or more")
+    if int(ids.min()) < 0 or int(ids.max()) >= vocab_size:
+        raise Eagle3NbError(f"the dump's token ids run from {int(ids.min())} to {int(ids.max())},"
+                            f" outside the vocabulary [0, {vocab_size})", str(sample.source),
+                            "dump with the target this draft was trained for")
 
 
 def parse_layer_ids(value) -> list[int] | None:

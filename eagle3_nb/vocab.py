@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from eagle3_nb.config import token_id_list
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.findings import (ABSOLUTE, AMBIGUOUS, ERROR, IDENTITY, INVALID, LOW_COVERAGE,
                                 MISSING, OFFSET, WARNING, Finding)
@@ -335,7 +336,8 @@ def load_tokenizer(path: str | Path):
     try:
         return Tokenizer.from_file(str(p))
     except Exception as exc:  # noqa: BLE001 - the Rust error types are not importable
-        raise Eagle3NbError(f"cannot read the tokenizer ({str(exc).splitlines()[0]})", str(p),
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise Eagle3NbError(f"cannot read the tokenizer ({why})", str(p),
                             "pass an HF tokenizer.json") from None
 
 
@@ -343,9 +345,11 @@ def token_strings(tokenizer, ids: Iterable[int]) -> list[str | None]:
     return [tokenizer.id_to_token(int(i)) if tokenizer is not None else None for i in ids]
 
 
-def read_corpus(path: str | Path, tokenizer=None) -> tuple[list[list[int]], list[list[int]] | None]:
+def read_corpus(path: str | Path, tokenizer=None, vocab_size: int = 1 << 24
+                ) -> tuple[list[list[int]], list[list[int]] | None]:
     """Token sequences (and loss masks when given) from JSON Lines (`input_ids` [+ `loss_mask`],
-    or `text`/`prompt` with a tokenizer) or a plain text file (with a tokenizer)."""
+    or `text`/`prompt` with a tokenizer) or a plain text file (with a tokenizer). Ids must lie in
+    [0, vocab_size); loss masks are 0/1 lists as long as their ids."""
     p = Path(path)
     if not p.is_file():
         raise Eagle3NbError("corpus file not found", str(p), "pass a .jsonl or text file")
@@ -354,8 +358,14 @@ def read_corpus(path: str | Path, tokenizer=None) -> tuple[list[list[int]], list
     seqs, masks = [], []
     for n, row in iter_jsonl(p):
         if isinstance(row.get("input_ids"), list):
-            seqs.append([int(i) for i in row["input_ids"]])
-            masks.append(row.get("loss_mask") or [1] * len(row["input_ids"]))
+            ids = token_id_list(row["input_ids"], f"line {n} input_ids", str(p), vocab_size)
+            mask = row.get("loss_mask") or [1] * len(ids)
+            if not isinstance(mask, list) or len(mask) != len(ids) or any(
+                    m not in (0, 1) or isinstance(m, float) for m in mask):
+                raise Eagle3NbError(f"line {n} loss_mask is not {len(ids)} zeros and ones",
+                                    str(p), "write loss_mask as a 0/1 list beside input_ids")
+            seqs.append(ids)
+            masks.append(mask)
         elif isinstance(row.get("text", row.get("prompt")), str):
             seqs.append(_encode(tokenizer, row.get("text", row.get("prompt")), p))
             masks.append([1] * len(seqs[-1]))

@@ -198,3 +198,58 @@ def test_hostile_weight_files(tmp_path, capsys, name, data, words):
     draft = _draft_with_weights(tmp_path, name, data)
     code, err = cli(capsys, "inspect", draft, "--no-stats")
     assert code == 2 and words in err
+
+
+# ----------------------------------------------------------------------------- token ids
+
+@pytest.mark.parametrize("ids", [["a", "b"], [1, 10 ** 9], [1, -3], [1.5, 2], [True, 2]])
+def test_corpus_ids_that_are_not_token_ids(tmp_path, capsys, ids):
+    """Before: int('a') tracebacks, a 10**9 id padded the counts to gigabytes."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"input_ids": ids}) + "\n")
+    code, err = cli(capsys, "vocab", DRAFTS / "good", "--corpus", corpus)
+    assert code == 2 and "token ids are integers" in err
+
+
+def test_a_corpus_loss_mask_that_does_not_fit(tmp_path, capsys):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"input_ids": [1, 2, 3], "loss_mask": "abc"}) + "\n")
+    code, err = cli(capsys, "vocab", DRAFTS / "good", "--corpus", corpus)
+    assert code == 2 and "loss_mask" in err
+
+
+def test_a_garbage_tokenizer(tmp_path, capsys):
+    (tmp_path / "tokenizer.json").write_text("{}")
+    code, err = cli(capsys, "vocab", DRAFTS / "good", "--tokenizer", tmp_path / "tokenizer.json")
+    assert code == 2 and "cannot read the tokenizer" in err
+
+
+def test_prompt_ids_that_are_not_token_ids(tmp_path):
+    from eagle3_nb.session import read_prompts
+
+    class Target:  # what read_prompts asks of a target: its vocabulary size
+        vocab_size = 512
+
+    for ids in (["a"], [512], [-1], [float("nan")], []):
+        path = tmp_path / "prompts.jsonl"
+        path.write_text(json.dumps({"input_ids": ids}) + "\n")
+        with pytest.raises(Eagle3NbError, match="token ids are integers|no input_ids"):
+            read_prompts(path, Target())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tokens", [[], [5], [1, 2, 99999], [1, -2, 3]])
+def test_dumps_with_too_few_or_foreign_tokens(tmp_path, capsys, tokens):
+    """Before: an index error deep in the draft's embedding (a traceback)."""
+    import torch
+    from safetensors.torch import save_file
+
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    n = len(tokens)
+    save_file({"hidden_states": torch.zeros(n, 4, 64), "token_ids": torch.tensor(tokens,
+                                                                                 dtype=torch.long)},
+              str(dumps / "hs_0.safetensors"))
+    code, err = cli(capsys, "accept", DRAFTS / "good", "--hidden-states", dumps,
+                    "--target", SAMPLES / "target")
+    assert code == 2 and ("token(s)" in err or "outside the vocabulary" in err), err

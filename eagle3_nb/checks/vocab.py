@@ -24,7 +24,7 @@ def check_vocab(path: str | Path, tokenizer: str | Path | None = None,
     findings = mapping.findings()
     cov = None
     if corpus:
-        seqs, masks = read_corpus(corpus, tok)
+        seqs, masks = read_corpus(corpus, tok, cfg.vocab_size)
         counts = count_tokens(seqs, masks, cfg.vocab_size)
         cov = {"intended": coverage(mapping.intended_ids, counts),
                "as_engines_read_it": coverage(mapping.engine_ids(profiles[0]), counts),
