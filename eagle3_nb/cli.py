@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.io.files import json_text
 from eagle3_nb.io.resources import samples_dir
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
@@ -184,7 +185,7 @@ def cmd_inspect(args) -> int:
                                 stats=not args.no_stats, stats_budget=args.stats_budget)
     data = result.to_json()
     if args.json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        sys.stdout.write(json_text(data) + "\n")
     else:
         from eagle3_nb.viz.text import inspection_table
         print(inspection_table(data))
@@ -202,7 +203,7 @@ def cmd_convert(args) -> int:
                "config_changes": result.config_changes, "warnings": result.warnings,
                "inspect": {e["profile"]: e["verdict"] for e in after.to_json()["engines"]}}
     if args.json:
-        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        sys.stdout.write(json_text(summary) + "\n")
     else:
         print(f"wrote {result.dst} ({len(result.renames)} keys renamed, "
               f"verified={result.verified})")
@@ -218,7 +219,7 @@ def cmd_vocab(args) -> int:
 
     data = check_vocab(args.path, args.tokenizer, args.corpus, args.engine)
     if args.json:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        sys.stdout.write(json_text(data) + "\n")
     else:
         from eagle3_nb.viz.text import vocab_text
         print(vocab_text(data))
@@ -246,7 +247,7 @@ def cmd_accept(args) -> int:
                                 stop_at_eos=args.stop_at_eos, batch_size=args.batch_size)
     stats = result.stats()
     if args.json:
-        sys.stdout.write(json.dumps(stats, indent=2) + "\n")
+        sys.stdout.write(json_text(stats) + "\n")
     else:
         print(f"wiring {stats['wiring']}: mean accept length {stats['mean_accept_length']:.3f} "
               f"(k={stats['num_steps']}, {stats['n_verify_steps']} verify steps, "
@@ -263,7 +264,7 @@ def _accept_what_if(args, prompts: str) -> int:
                      args.max_new_tokens, args.n_samples, args.device,
                      batch_size=args.batch_size)
     if args.json:
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        sys.stdout.write(json_text(report) + "\n")
         return EXIT_OK
     print(f"{'wiring':<30} {'accept len':>10} {'± se':>6} {'vs observed':>11}  note")
     for row in report["rows"]:
@@ -286,7 +287,7 @@ def _accept_on_dumps(args) -> int:
                             "--wiring", "on dumps: a wiring whose layers the dump holds "
                             "(trained, single_layer, the engines that capture them)")
     if args.json:
-        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        sys.stdout.write(json_text(result) + "\n")
     else:
         print(f"{result['metric']}, wiring {result['wiring']}, {result['n_samples']} dumps: "
               + ", ".join(f"step {j}: {a:.3f}" for j, a in enumerate(result["per_step_accuracy"])))

@@ -253,3 +253,24 @@ def test_dumps_with_too_few_or_foreign_tokens(tmp_path, capsys, tokens):
     code, err = cli(capsys, "accept", DRAFTS / "good", "--hidden-states", dumps,
                     "--target", SAMPLES / "target")
     assert code == 2 and ("token(s)" in err or "outside the vocabulary" in err), err
+
+
+def test_json_output_is_strict_json_when_a_tensor_holds_infinity(tmp_path, capsys):
+    """Before: "norm": Infinity in `inspect --json` (not JSON: jq and strict parsers refuse)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    draft = tmp_path / "draft"
+    shutil.copytree(DRAFTS / "good", draft)
+    tensors = load_file(str(draft / "model.safetensors"))
+    # finite, but its square overflows float64: the L2 norm statistic comes out infinite
+    tensors["norm.weight"] = torch.full(tensors["norm.weight"].shape, 1e300, dtype=torch.float64)
+    save_file(tensors, str(draft / "model.safetensors"), metadata={"format": "pt"})
+    main(["inspect", str(draft), "--json"])
+    out = capsys.readouterr().out
+
+    def refuse(token):
+        raise AssertionError(f"{token} in the JSON output")
+    data = json.loads(out, parse_constant=refuse)
+    norm = data["stats"]["stats"]["norm.weight"]
+    assert norm["n_inf"] == 0 and norm["max"] == 1e300 and norm["norm"] is None

@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import errno
 import json
+import math
 import os
 import shutil
 import signal
@@ -14,7 +15,7 @@ import socket
 import tempfile
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from eagle3_nb.errors import Eagle3NbError, OutputExistsError
 
@@ -62,6 +63,23 @@ def default_dir_mode() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return 0o777 & ~mask
+
+
+def json_text(obj: Any, indent: int | None = 2) -> str:
+    """Strict JSON: a NaN or infinite float (a statistic of a broken tensor) becomes null, since
+    NaN and Infinity are not JSON and break the tools reading the output; the counts beside such
+    values (n_nan, n_inf) say what was there."""
+    return json.dumps(_finite(obj), indent=indent, default=str, allow_nan=False)
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def atomic_write_text(path: Path, text: str) -> None:

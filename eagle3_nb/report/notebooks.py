@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.io.files import atomic_write_text
+from eagle3_nb.io.files import atomic_write_text, json_text
 from eagle3_nb.io.resources import notebooks_dir
 from eagle3_nb.checks.load import inspection_summary
 from eagle3_nb.findings import SUMMARY_VERSION
@@ -207,7 +207,7 @@ def write_summary(output_dir: str | Path, notebook: str, data: dict[str, Any]) -
         summary = {"summary_version": SUMMARY_VERSION, "notebook": notebook, **data}
     path = Path(output_dir) / SUMMARY_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(summary, indent=2, sort_keys=False, default=str) + "\n")
+    atomic_write_text(path, json_text(summary) + "\n")
     return path
 
 

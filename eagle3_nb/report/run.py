@@ -37,7 +37,7 @@ from eagle3_nb.engines import resolve_engines
 from eagle3_nb.engines.advice import next_step
 from eagle3_nb.findings import CODES, SEVERITY_ORDER, SUMMARY_VERSION
 from eagle3_nb.io.checkpoint import Checkpoint, sha256_file
-from eagle3_nb.io.files import (OWNER_NAME, atomic_write_text, cleanup_on_signals, directory_lock,
+from eagle3_nb.io.files import (OWNER_NAME, atomic_write_text, json_text, cleanup_on_signals, directory_lock,
                                 remove_stale_staging, staging_dir, swap_in)
 from eagle3_nb.io.resources import notebooks_dir, samples_dir
 from eagle3_nb.report.notebooks import (SUMMARY_NAME, ReportError, notebook_parameters,
@@ -161,7 +161,7 @@ def _build_report(opts: ReportOptions, steps: list[Step], hashes: dict[str, Any]
 def _write_report_files(build: Path, summary: dict[str, Any]) -> None:
     """summary.json, index.html and, last, the marker that lists every file of the report (what
     a later --overwrite may remove, and nothing else)."""
-    atomic_write_text(build / SUMMARY_NAME, json.dumps(summary, indent=2, default=str) + "\n")
+    atomic_write_text(build / SUMMARY_NAME, json_text(summary) + "\n")
     groups = group_findings(summary["findings"], summary["checkpoint"])
     atomic_write_text(build / "index.html", index_html(summary, groups))
     files = sorted(p.relative_to(build).as_posix() for p in build.rglob("*")
