@@ -283,3 +283,35 @@ def test_a_full_disk_mid_report_keeps_the_previous_report_whole(tmp_path):
                           preexec_fn=small_files, timeout=300)
     assert proc.returncode != 0
     assert snapshot(out) == before and leftovers(tmp_path) == []
+
+
+# ----------------------------------------------------------------------------- preflight
+
+@pytest.mark.parametrize("case", ["prompts", "tokenizer", "config", "observed", "corpus"])
+def test_report_reads_its_inputs_before_running_anything(tmp_path, capsys, case):
+    """Before: a report of failed notebooks and exit 1; now exit 2 and nothing written."""
+    draft = tmp_path / "draft"
+    shutil.copytree(LAYERS0, draft)
+    bad = tmp_path / "bad"
+    args = ["report", str(draft), "--out", str(tmp_path / "out"),
+            "--target-config", str(TARGET_CONFIG)]
+    if case == "prompts":
+        bad.write_text('{"input_ids": ["x"]}\n')
+        args += ["--prompts", str(bad)]
+    elif case == "tokenizer":
+        bad.write_text("{}")
+        args += ["--tokenizer", str(bad)]
+    elif case == "config":
+        cfg = json.loads((draft / "config.json").read_text())
+        cfg["num_hidden_layers"] = "abc"
+        (draft / "config.json").write_text(json.dumps(cfg))
+    elif case == "observed":
+        bad.write_text("no figures here\n")
+        args += ["--observed", str(bad)]
+    else:
+        bad.write_text('{"input_ids": [1, -5]}\n')
+        args += ["--corpus", str(bad.rename(tmp_path / "bad.jsonl"))]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("eagle3-nb: error:") and "Traceback" not in err
+    assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []

@@ -73,13 +73,15 @@ def full(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def broken(tmp_path_factory):
-    """No target (03 and 04 skipped); a corpus that is not JSON Lines makes notebook 02, the
-    only one that reads `corpus`, raise; --fail-on never."""
+    """No target (03 and 04 skipped); a plotly renderer that does not exist makes notebooks 01
+    and 02, the ones that declare it, raise at run time (a broken input file no longer gets
+    that far: the report reads every input first, tests/test_output_safety.py); --fail-on
+    never."""
     out = tmp_path_factory.mktemp("report-broken") / "report"
-    corpus = out.parent / "bad-corpus.jsonl"
-    corpus.write_text('{"input_ids": [1, 2, 3]}\n{"no-such-field": 1}\n')
+    corpus = out.parent / "corpus.jsonl"
+    corpus.write_text('{"input_ids": [1, 2, 3]}\n{"input_ids": [4, 5]}\n')
     rc, stdout, stderr = cli("report", LAYERS0, "--out", out, "--fail-on", "never",
-                             "--corpus", corpus)
+                             "--corpus", corpus, "-p", "plotly_renderer", "bogus")
     return {"rc": rc, "stdout": stdout, "stderr": stderr, "out": out,
             "summary": json.loads((out / "summary.json").read_text()),
             "index": (out / "index.html").read_text(encoding="utf-8")}
@@ -298,18 +300,20 @@ def test_skipped_and_failed_notebooks(broken):
     s, out = broken["summary"], broken["out"]
     assert broken["rc"] == 0, broken["stderr"][-3000:]  # --fail-on never
     by = _by_name(s)
-    assert by["00_triage"]["status"] == by["01_checkpoint_keys"]["status"] == "ok"
-    failed = by["02_d2t_mapping"]
-    assert failed["status"] == "failed" and failed["exception"] and failed["cell"]
-    assert failed["error"].startswith(f"cell [{failed['cell']}] raised {failed['exception']}:")
-    assert "line 2 has neither input_ids" in failed["error"]
-    corpus = (out.parent / "bad-corpus.jsonl").resolve()
+    assert by["00_triage"]["status"] == "ok"
+    for name in ("01_checkpoint_keys", "02_d2t_mapping"):
+        failed = by[name]
+        assert failed["status"] == "failed" and failed["exception"] and failed["cell"]
+        assert failed["error"].startswith(f"cell [{failed['cell']}] raised {failed['exception']}:")
+        assert "bogus" in failed["error"]
+        assert f"{name} ... FAILED" in broken["stderr"]
+        page = (out / failed["html"]).read_text(encoding="utf-8")
+        assert "An Exception was encountered" in page and failed["exception"] in page
+        assert (out / failed["ipynb"]).is_file() and failed["summary"] is None
+    corpus = (out.parent / "corpus.jsonl").resolve()
     assert s["inputs"]["files"]["corpus"] == {
         str(corpus): hashlib.sha256(corpus.read_bytes()).hexdigest()}
-    assert "[3/" in broken["stderr"] and "02_d2t_mapping ... FAILED" in broken["stderr"]
-    page = (out / failed["html"]).read_text(encoding="utf-8")
-    assert "An Exception was encountered" in page and failed["exception"] in page
-    assert (out / failed["ipynb"]).is_file() and failed["summary"] is None
+    assert "[3/" in broken["stderr"]
     for name in NEEDS_TARGET:
         skipped = by[name]
         assert skipped["status"] == "skipped" and "no --target" in skipped["reason"]
@@ -317,11 +321,12 @@ def test_skipped_and_failed_notebooks(broken):
         assert not (out / name).exists()
         assert f"{name} ... skipped" in broken["stderr"]
     v = s["verdict"]
-    assert v["failed"] == ["02_d2t_mapping"] and v["skipped"] == NEEDS_TARGET
-    assert s["exit_code"] == 0 and "FAILED: 02_d2t_mapping" in v["text"]
+    assert v["failed"] == ["01_checkpoint_keys", "02_d2t_mapping"]
+    assert v["skipped"] == NEEDS_TARGET
+    assert s["exit_code"] == 0 and "FAILED:" in v["text"] and "02_d2t_mapping" in v["text"]
     rows = parse(broken["index"]).rows["notebooks"]
     row02 = next(r for r in rows if r.startswith("02_d2t_mapping"))
-    assert "FAILED" in row02 and failed["exception"] in row02
+    assert "FAILED" in row02 and by["02_d2t_mapping"]["exception"] in row02
     row03 = next(r for r in rows if r.startswith(NEEDS_TARGET[0]))
     assert "skipped" in row03 and "--target DIR" in row03
     assert s["inputs"]["files"].get("target_config") is None  # no bundled default slipped in

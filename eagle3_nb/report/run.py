@@ -36,7 +36,10 @@ from eagle3_nb.errors import Eagle3NbError, OutputExistsError
 from eagle3_nb.engines import resolve_engines
 from eagle3_nb.engines.advice import next_step
 from eagle3_nb.findings import CODES, SEVERITY_ORDER, SUMMARY_VERSION
-from eagle3_nb.io.checkpoint import Checkpoint, sha256_file
+from eagle3_nb.config import token_id_list
+from eagle3_nb.io.checkpoint import Checkpoint, iter_jsonl, load_target_info, sha256_file
+from eagle3_nb.observed.metrics import parse_observed
+from eagle3_nb.vocab import load_tokenizer, read_corpus
 from eagle3_nb.io.files import (OWNER_NAME, atomic_write_text, json_text, cleanup_on_signals, directory_lock,
                                 remove_stale_staging, staging_dir, swap_in)
 from eagle3_nb.io.resources import notebooks_dir, samples_dir
@@ -278,6 +281,7 @@ def resolve_options(opts: ReportOptions) -> ReportOptions:
         raise Eagle3NbError(f"--num-steps {o.num_steps}", "--num-steps", "draft depth K >= 1")
     resolve_engines(o.engines or None)  # EngineSpecError names the known profiles
     _keep_apart(o)
+    _read_inputs(o, ckpt)
     o.notebooks = [Path(p).resolve() for p in (o.notebooks or discover_notebooks())]
     if not o.notebooks:
         raise Eagle3NbError("no notebooks found", str(notebooks_dir()), "notebooks/NN_name.ipynb")
@@ -325,6 +329,35 @@ def _existing(path: Path, flag: str, what: str, dir_: bool = False) -> Path:
         raise Eagle3NbError("not found" if not p.exists() else "not a directory", str(p),
                             f"{flag} takes {what}")
     return p.resolve()
+
+
+def _read_inputs(o: ReportOptions, ckpt: Checkpoint) -> None:
+    """Read every input file the notebooks will read, the way they read it, before any runs: a
+    broken one is bad input (exit 2, nothing written), not a report of failed notebooks."""
+    vocab = ckpt.config.vocab_size                        # ConfigError for a broken config.json
+    if o.target_config:
+        info = load_target_info(o.target_config)
+        vocab = info.vocab_size or vocab
+    tokenizer = load_tokenizer(o.tokenizer) if o.tokenizer else None
+    if o.prompts:
+        for n, row in iter_jsonl(o.prompts):
+            if isinstance(row.get("input_ids"), list):
+                token_id_list(row["input_ids"], f"line {n} input_ids", str(o.prompts), vocab)
+            elif not isinstance(row.get("prompt"), str):
+                raise Eagle3NbError(f"line {n} has neither prompt nor input_ids", str(o.prompts),
+                                    "one JSON object per line")
+    if o.corpus:
+        read_corpus(o.corpus, tokenizer, vocab)
+    if o.observed and not _is_number(o.observed):
+        parse_observed(Path(o.observed))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
 
 
 def _observed(value: str | None) -> str | None:
