@@ -315,3 +315,29 @@ def test_report_reads_its_inputs_before_running_anything(tmp_path, capsys, case)
     err = capsys.readouterr().err
     assert err.startswith("eagle3-nb: error:") and "Traceback" not in err
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+def test_a_checkpoint_declaring_a_terabyte_is_hashed_within_the_budget(tmp_path):
+    """A sparse 1 TiB safetensors file with a valid header: before, the report hashed every
+    byte before it started (effectively forever); now the read is bounded and the summary says
+    which file was only partly hashed."""
+    import struct
+
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    shutil.copy(LAYERS0 / "config.json", draft / "config.json")
+    n = 1 << 40
+    header = json.dumps({"x": {"dtype": "U8", "shape": [n], "data_offsets": [0, n]}}).encode()
+    with open(draft / "model.safetensors", "wb") as fh:
+        fh.write(struct.pack("<Q", len(header)) + header)
+        try:
+            fh.truncate(8 + len(header) + n)
+        except OSError:
+            pytest.skip("this file system holds no sparse 1 TiB file")
+    opts = report_run.resolve_options(report_run.ReportOptions(checkpoint=draft,
+                                                               out=tmp_path / "out"))
+    hashes = report_run.input_hashes(opts, [])["checkpoint"]
+    assert set(hashes["files"]) == {"config.json"}
+    part = hashes["partially_hashed"]["model.safetensors"]
+    assert part["size"] == 8 + len(header) + n and part["first_bytes"] == 64 << 20
+    assert not (tmp_path / "out").exists()

@@ -30,6 +30,8 @@ TORCH_DTYPE_NAMES = {  # torch dtype -> safetensors dtype code
     "torch.float8_e4m3fn": "F8_E4M3", "torch.float8_e5m2": "F8_E5M2",
 }
 
+PARTIAL_HASH_BYTES = 64 << 20   # what is hashed of a file past the hash budget
+
 
 @dataclass
 class Checkpoint:
@@ -110,17 +112,44 @@ class Checkpoint:
 
     def hash_files(self) -> dict[str, str]:
         """sha256 of config.json and every weight file. Explicit: never done on open."""
+        return {n: sha256_file(self.path / n) for n in self._hashed_names()}
+
+    def hash_files_within(self, budget_bytes: int) -> tuple[dict[str, str], dict[str, dict]]:
+        """As hash_files while the files read stay within `budget_bytes`; each file past it is
+        described instead (size, and the sha256 of its first PARTIAL_HASH_BYTES), so a
+        checkpoint declaring a petabyte costs a bounded read. Returns (hashed, partial)."""
+        hashed: dict[str, str] = {}
+        partial: dict[str, dict] = {}
+        spent = 0
+        for name in self._hashed_names():
+            path = self.path / name
+            size = path.stat().st_size
+            if spent + size <= budget_bytes:
+                hashed[name] = sha256_file(path)
+                spent += size
+            else:
+                partial[name] = {"size": size, "first_bytes": min(size, PARTIAL_HASH_BYTES),
+                                 "sha256_of_first_bytes": sha256_file(path, PARTIAL_HASH_BYTES)}
+        return hashed, partial
+
+    def _hashed_names(self) -> list[str]:
         names = ["config.json"] + self.weight_files
         if self.format == "safetensors-sharded":
             names.append(INDEX_NAME)
-        return {n: sha256_file(self.path / n) for n in names}
+        return names
 
 
-def sha256_file(path: Path, chunk: int = 8 << 20) -> str:
+def sha256_file(path: Path, limit: int | None = None, chunk: int = 8 << 20) -> str:
+    """sha256 of the file, or of its first `limit` bytes."""
     h = hashlib.sha256()
+    left = limit
     with open(path, "rb") as fh:
-        while block := fh.read(chunk):
+        while left is None or left > 0:
+            block = fh.read(chunk if left is None else min(chunk, left))
+            if not block:
+                break
             h.update(block)
+            left = None if left is None else left - len(block)
     return h.hexdigest()
 
 

@@ -37,7 +37,8 @@ from eagle3_nb.engines import resolve_engines
 from eagle3_nb.engines.advice import next_step
 from eagle3_nb.findings import CODES, SEVERITY_ORDER, SUMMARY_VERSION
 from eagle3_nb.config import token_id_list
-from eagle3_nb.io.checkpoint import Checkpoint, iter_jsonl, load_target_info, sha256_file
+from eagle3_nb.io.checkpoint import (PARTIAL_HASH_BYTES, Checkpoint, iter_jsonl, load_target_info,
+                                     sha256_file)
 from eagle3_nb.observed.metrics import parse_observed
 from eagle3_nb.vocab import load_tokenizer, read_corpus
 from eagle3_nb.io.files import (OWNER_NAME, atomic_write_text, json_text, cleanup_on_signals, directory_lock,
@@ -59,6 +60,7 @@ OWN_OPTIONS = {"checkpoint": "the CHECKPOINT argument", "output_dir": "--out",
                "corpus": "--corpus", "prompts": "--prompts", "observed": "--observed",
                "device": "--device", "num_steps": "--num-steps", "wiring": "--wiring"}
 HASHED_PARAMETERS = ("target_config", "tokenizer", "prompts", "corpus", "observed")
+HASH_BUDGET_BYTES = 4 << 30  # checkpoint bytes hashed before the report starts; the rest partly
 # What --overwrite may delete: only what a report writes (and an older notebook-01-only demo).
 _REPORT_ENTRY = re.compile(r"^(index\.html|summary\.json|\.eagle3-nb-report|"
                            r"\d\d_[\w-]+(\.ipynb|\.html)?)$")
@@ -562,8 +564,13 @@ def input_hashes(opts: ReportOptions, steps: list[Step]) -> dict[str, Any]:
         for name, value in effective_parameters(step).items():
             if name in HASHED_PARAMETERS and isinstance(value, str) and value \
                     and Path(value).is_file():
-                files.setdefault(name, {})[value] = sha256_file(Path(value))
-    return {"checkpoint": {"path": str(ckpt.path), "files": ckpt.hash_files()},
+                path = Path(value)
+                files.setdefault(name, {})[value] = (
+                    sha256_file(path) if path.stat().st_size <= PARTIAL_HASH_BYTES
+                    else f"sha256 of the first {PARTIAL_HASH_BYTES} bytes: "
+                         f"{sha256_file(path, PARTIAL_HASH_BYTES)}")
+    hashed, partial = ckpt.hash_files_within(HASH_BUDGET_BYTES)
+    return {"checkpoint": {"path": str(ckpt.path), "files": hashed, "partially_hashed": partial},
             "files": files,
             "not_hashed": {k: str(v) for k, v in (("target", opts.target),
                                                    ("hidden_states", opts.hidden_states)) if v}}
