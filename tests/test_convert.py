@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import tempfile
 import os
 import struct
 
@@ -478,7 +479,7 @@ def test_unwritable_parent(tmp_path, monkeypatch):
 
     def denied(**kwargs):
         raise PermissionError(13, "Permission denied", kwargs.get("dir"))
-    monkeypatch.setattr(convert.tempfile, "mkdtemp", denied)
+    monkeypatch.setattr(tempfile, "mkdtemp", denied)  # the temp dir beside DST
     with pytest.raises(ConversionError, match="writable"):
         convert_checkpoint(src, tmp_path / "out", to="speculators")
     _no_leftovers(tmp_path, ["src"])

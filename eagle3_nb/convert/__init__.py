@@ -42,7 +42,6 @@ import json
 import os
 import shutil
 import struct
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -55,7 +54,7 @@ from eagle3_nb.errors import ConversionError, Eagle3NbError, OutputExistsError, 
 from eagle3_nb.findings import ABSOLUTE, MISSING, OFFSET
 from eagle3_nb.io.checkpoint import INDEX_NAME, Checkpoint, inside, read_json, sha256_file
 from eagle3_nb.io.files import (OWNER_NAME, cleanup_on_signals, default_dir_mode, fsync_dir,
-                                remove_stale_staging, rename_noreplace, write_owner)
+                                remove_stale_staging, rename_noreplace, staging_dir)
 from eagle3_nb.io.safetensors import DTYPES, TensorInfo, read_header
 from eagle3_nb.layouts import detect_layout, layer_index, split_key
 
@@ -823,13 +822,8 @@ def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, to: str |
         raise ConversionError(f"cannot read a source file ({exc.strerror})", str(exc.filename),
                               "check that the checkpoint is complete and readable") from None
     remove_stale_staging(dst_abs)
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dst_abs.name}.eagle3nb-tmp-", dir=dst_abs.parent))
-    except OSError as exc:
-        raise ConversionError(f"cannot create a directory next to the destination "
-                              f"({exc.strerror})", str(dst_abs.parent),
-                              "choose a destination in a writable directory") from None
-    write_owner(tmp, "eagle3-nb convert")  # a SIGKILLed run's tmp is removed by the next run
+    # the owner file inside lets the next run remove what a SIGKILLed one left
+    tmp = staging_dir(dst_abs, "eagle3-nb convert", ConversionError)
     with cleanup_on_signals():  # SIGTERM/SIGHUP unwind through the rollback below
         try:
             tensor_hashes = _write_weights(ckpt, entries, tmp)

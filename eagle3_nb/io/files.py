@@ -99,12 +99,12 @@ def atomic_write_text(path: Path, text: str) -> None:
 # owner file, so one left by a killed run is recognised (its pid is gone on this host) and
 # removed by the next run; anything else there is never touched.
 
-def staging_dir(dest: Path, purpose: str) -> Path:
+def staging_dir(dest: Path, purpose: str, error: type[Eagle3NbError] = Eagle3NbError) -> Path:
     """A fresh directory beside `dest` (same file system, so the final rename is atomic)."""
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.eagle3nb-tmp-", dir=dest.parent))
     except OSError as exc:
-        raise Eagle3NbError(f"cannot create a directory next to the destination "
+        raise error(f"cannot create a directory next to the destination "
                             f"({exc.strerror})", str(dest.parent),
                             "choose a destination in a writable directory") from None
     write_owner(tmp, purpose)
@@ -116,10 +116,10 @@ def write_owner(path: Path, purpose: str) -> None:
                                                "purpose": purpose}) + "\n", encoding="utf-8")
 
 
-def _owner_is_gone(path: Path) -> bool:
-    """True only when the owner file names a process of this host that no longer exists."""
+def _owner_is_gone(owner_file: Path) -> bool:
+    """True only when the file names a process of this host that no longer exists."""
     try:
-        owner = json.loads((path / OWNER_NAME).read_text(encoding="utf-8"))
+        owner = json.loads(owner_file.read_text(encoding="utf-8"))
         pid, host = int(owner["pid"]), str(owner["host"])
     except (OSError, ValueError, KeyError, TypeError):
         return False
@@ -145,7 +145,7 @@ def remove_stale_staging(dest: Path) -> list[str]:
         return done
     for kind in ("old", "tmp"):
         for path in sorted(dest.parent.glob(f".{dest.name}.eagle3nb-{kind}-*")):
-            if not path.is_dir() or path.is_symlink() or not _owner_is_gone(path):
+            if not path.is_dir() or path.is_symlink() or not _owner_is_gone(path / OWNER_NAME):
                 continue
             previous = path / "previous"
             if kind == "old" and previous.is_dir() and not os.path.lexists(dest):
@@ -186,7 +186,7 @@ def directory_lock(dest: Path) -> Iterator[None]:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             break
         except FileExistsError:
-            if not _lock_is_stale(lock):
+            if not _owner_is_gone(lock):
                 raise OutputExistsError("another eagle3-nb run is writing here", str(dest),
                                         f"wait for it to finish, or pick another directory "
                                         f"(lock: {lock})") from None
@@ -202,15 +202,6 @@ def directory_lock(dest: Path) -> Iterator[None]:
         yield
     finally:
         lock.unlink(missing_ok=True)
-
-
-def _lock_is_stale(lock: Path) -> bool:
-    try:
-        owner = json.loads(lock.read_text(encoding="utf-8"))
-        pid, host = int(owner["pid"]), str(owner["host"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    return host == socket.gethostname() and not _pid_alive(pid)
 
 
 def swap_in(staging: Path, dest: Path) -> Path | None:
