@@ -1,5 +1,7 @@
-"""Serving advice: the engine flags a person checks by hand, filled in from an inspection's JSON
-form. Every row names the reference note or upstream source it comes from."""
+"""Serving advice from the engine profiles: next steps that name the engine's own facts (where it
+reads aux ids and how it numbers them, its capture switch, its context override), and the engine
+flags a person checks by hand, filled in from an inspection's JSON form. Every flag row names the
+reference note or upstream source it comes from."""
 
 from __future__ import annotations
 
