@@ -274,3 +274,27 @@ def test_json_output_is_strict_json_when_a_tensor_holds_infinity(tmp_path, capsy
     data = json.loads(out, parse_constant=refuse)
     norm = data["stats"]["stats"]["norm.weight"]
     assert norm["n_inf"] == 0 and norm["max"] == 1e300 and norm["norm"] is None
+
+
+def test_a_header_of_too_many_tensors_is_refused_before_it_is_parsed(tmp_path, capsys):
+    """Before: a million-entry header took over 60 s and gigabytes; the count is now read from
+    the raw bytes first."""
+    from eagle3_nb.io.safetensors import MAX_TENSORS_PER_FILE
+
+    entry = '"t%d": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]}'
+    raw = ("{" + ", ".join(entry % i for i in range(MAX_TENSORS_PER_FILE + 1)) + "}").encode()
+    draft = _draft_with_weights(tmp_path, "model.safetensors", struct.pack("<Q", len(raw)) + raw)
+    code, err = cli(capsys, "inspect", draft, "--no-stats")
+    assert code == 2 and "more than" in err and "tensors" in err
+
+
+def test_a_tensor_name_of_a_megabyte_is_refused(tmp_path, capsys):
+    draft = _draft_with_weights(tmp_path, "model.safetensors", _header_named(
+        "w" * (1 << 20), {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]}))
+    code, err = cli(capsys, "inspect", draft, "--no-stats")
+    assert code == 2 and "tensor name of 1048576 characters" in err
+
+
+def _header_named(name: str, entry: dict) -> bytes:
+    raw = json.dumps({name: entry}).encode()
+    return struct.pack("<Q", len(raw)) + raw

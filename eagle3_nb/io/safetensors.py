@@ -20,6 +20,10 @@ from typing import Iterator
 from eagle3_nb.errors import SafetensorsFormatError
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors reference implementation's own bound
+# Far above any real file (a DeepSeek-V3 shard holds under 2000 tensors), and counted in the raw
+# bytes before parsing, so a header of a million entries costs a scan, not gigabytes.
+MAX_TENSORS_PER_FILE = 1 << 17
+MAX_NAME_CHARS = 1024
 
 # dtype -> (bytes per element, numpy dtype name or None when numpy has no native type)
 DTYPES: dict[str, tuple[int, str | None]] = {
@@ -80,6 +84,9 @@ def read_header(path: Path, rel_name: str | None = None) -> SafetensorsHeader:
     except OSError as exc:
         raise SafetensorsFormatError(f"cannot read file: {exc.strerror}", rel,
                                      "check the path and permissions") from None
+    if raw.count(b'"data_offsets"') > MAX_TENSORS_PER_FILE:
+        raise _bad(rel, f"header declares more than {MAX_TENSORS_PER_FILE} tensors",
+                   "this is not a model checkpoint shard, or it is corrupt")
     header = _parse_json(raw, rel)
     metadata = header.pop("__metadata__", None) or {}
     if not isinstance(metadata, dict):
@@ -109,6 +116,9 @@ def _parse_json(raw: bytes, rel: str) -> dict:
 
 
 def _tensor_info(name: str, spec, rel: str, data_start: int, data_size: int) -> TensorInfo:
+    if len(name) > MAX_NAME_CHARS:
+        raise _bad(rel, f"a tensor name of {len(name)} characters ({name[:40]!r}...)",
+                   "the file is corrupt or not a model checkpoint")
     if not isinstance(spec, dict):
         raise _bad(rel, f"tensor {name!r}: entry is not an object", "the file is corrupt")
     dtype = spec.get("dtype")
