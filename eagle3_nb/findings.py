@@ -32,6 +32,7 @@ CODES: dict[str, str] = {
     "EMBED_REPLACED": "the engine swaps in the target's embeddings",
     "LM_HEAD_FROM_TARGET": "the engine borrows the target's lm_head",
     "STATS_SKIPPED": "tensors not scanned for statistics (budget or --no-stats)",
+    "ENGINE_UNVERIFIED": "no profile covers this engine release: the nearest one answered",
     # vocabulary mapping (d2t / t2d)
     "D2T_MISSING": "pruned draft vocab without a d2t table",
     "D2T_ABSOLUTE": "d2t holds absolute target ids instead of offsets",
@@ -126,6 +127,10 @@ NEXT_STEPS: dict[str, str] = {
                       "(the usual case)",
     "LM_HEAD_FROM_TARGET": "check draft_vocab_size: {engine} uses the target's lm_head",
     "STATS_SKIPPED": "scan every tensor: eagle3-nb inspect CKPT --stats-budget 8G",
+    "ENGINE_UNVERIFIED": "read what changed since the profile that answered for {engine} "
+                         "(python tools/engine_survey.py on the engine's history lists the "
+                         "files and PRs), or check against a release the kit has a profile for "
+                         "(eagle3-nb engines)",
     "D2T_MISSING": "rebuild d2t: eagle3-nb convert CKPT NEW --fix-d2t (from t2d when present), "
                    "else from the training token counts",
     "D2T_ABSOLUTE": "eagle3-nb convert CKPT NEW --fix-d2t writes offsets into a copy and "

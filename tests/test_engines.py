@@ -75,11 +75,35 @@ def test_version_spellings_resolve_to_one_profile():
     assert resolve_engine("SGLang==0.5.23").version == "0.5.23"
 
 
-@pytest.mark.parametrize("spec", ["sglang==0.5.12", "vllm==0.20", "tgi==1.0"])
-def test_unknown_version_lists_known_ranges(spec):
-    with pytest.raises(EngineSpecError) as info:
-        resolve_engine(spec)
-    assert "sglang >=0.5.9,<0.5.10" in str(info.value) and "vllm >=0.33.0" in str(info.value)
+@pytest.mark.parametrize("spec, based_on", [
+    ("sglang==0.5.12", "sglang==0.5.9"), ("sglang==0.5.5", "sglang==0.5.4"),
+    ("sglang==0.6.0", "sglang==0.5.23"), ("sglang==0.4.5", "sglang==0.4.10"),
+    ("vllm==0.11.0", "vllm==0.33"), ("vllm==0.40", "vllm==0.33")])
+def test_a_release_no_profile_covers_is_answered_by_the_nearest_and_says_so(spec, based_on):
+    """Never refused, never silent: the newest profile not after the release (else the oldest)
+    answers, and every plan carries ENGINE_UNVERIFIED naming both."""
+    profile = resolve_engine(spec)
+    assert profile.key == spec and profile.based_on == based_on and not profile.eagle3_since
+    p = plan(spec, flat_config())
+    unverified = [f for f in p.findings if f.code == "ENGINE_UNVERIFIED"]
+    assert unverified and unverified[0].severity == "warning"
+    assert spec.split("==")[1] in unverified[0].message and based_on in unverified[0].message
+    assert p.verdict != "load_error" or spec == "sglang==0.4.5"
+
+
+@pytest.mark.parametrize("spec, first", [("sglang==0.4.4.post1", "0.4.4.post2"),
+                                         ("sglang==0.3.0", "0.4.4.post2"),
+                                         ("vllm==0.8.4", "0.8.5")])
+def test_a_release_before_eagle3_is_a_load_error(spec, first):
+    p = plan(spec, flat_config())
+    assert p.verdict == "load_error"
+    assert any(f.code == "LOAD_ERROR" and "predates EAGLE-3" in f.message and first in f.message
+               for f in p.findings)
+
+
+def test_an_unknown_engine_name_is_refused():
+    with pytest.raises(EngineSpecError, match="no engine called 'tgi'"):
+        resolve_engine("tgi==1.0")
 
 
 @pytest.mark.parametrize("spec", ["sglang", "sglang==", "==0.5.9", "sglang=0.5.9"])

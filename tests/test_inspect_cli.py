@@ -76,13 +76,22 @@ def test_stats_budget_leaves_tensors_unscanned(run_cli):
 
 
 @pytest.mark.parametrize("args,fragment", [
-    (["--engine", "sglang==0.5.12"], "known ranges"),
+    (["--engine", "tgi==1.0"], "no engine called 'tgi'"),
     (["--engine", "sglang"], "NAME==VERSION"),
     (["--target-config", "/nonexistent/config.json"], "target config not found"),
 ])
 def test_bad_arguments_exit_2(run_cli, args, fragment):
     rc, out, err = run_cli("inspect", DRAFTS / "good", *args)
     assert rc == 2 and fragment in err and out == "" and "Traceback" not in err
+
+
+def test_a_release_without_a_profile_is_answered_and_marked_unverified(run_cli):
+    """sglang 0.5.12 used to be refused; now the 0.5.9 profile answers and says it is not 0.5.12."""
+    rc, data = inspect_json(run_cli, "good", "--engine", "sglang==0.5.12")
+    assert [e["profile"] for e in data["engines"]] == ["sglang==0.5.12"]
+    unverified = [f for f in data["findings"] if f["code"] == "ENGINE_UNVERIFIED"]
+    assert unverified and "sglang==0.5.9" in unverified[0]["message"]
+    assert unverified[0]["engine"] == "sglang==0.5.12"
 
 
 def test_remote_code_is_reported_never_executed(run_cli):

@@ -353,7 +353,7 @@ def test_exit_code_follows_fail_on():
     (["{draft}", "--target", "{tmp}"], "no config.json in the target"),
     (["{draft}", "--corpus", "{tmp}/none.jsonl"], "--corpus"),
     (["{draft}", "--observed", "{tmp}/metrics.log"], "--observed"),
-    (["{draft}", "--engine", "sglang==9.9.9"], "sglang"),
+    (["{draft}", "--engine", "tgi==1.0"], "no engine called 'tgi'"),
     (["{draft}", "-p", "checkpont", "x"], "no notebook declares parameter(s) ['checkpont']"),
     (["{draft}", "-p", "n_samples", "many"], "'many' is not of type int"),
     (["{draft}", "-p", "target", "{tmp}"], "use --target instead"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from eagle3_nb.errors import EngineSpecError
 from eagle3_nb.engines.profile import EngineProfile, parse_version
@@ -16,19 +17,41 @@ def known_ranges() -> str:
     return "; ".join(p.range_text() for p in PROFILES)
 
 
+# The first release that ships an EAGLE-3 draft model (its llama_eagle3.py), per engine, as
+# tools/engine_survey.py found it in the release tags: docs/engine-survey.md.
+FIRST_EAGLE3 = {"sglang": "0.4.4.post2", "vllm": "0.8.5"}
+
+
 def resolve_engine(spec: str) -> EngineProfile:
-    """'NAME==VERSION' -> the profile whose range contains VERSION."""
+    """'NAME==VERSION' -> the profile whose range contains VERSION. A release no profile covers
+    is never refused: it gets the nearest profile (the newest one not after it, else the oldest),
+    marked unverified so every plan says so; a release before EAGLE-3 existed gets that too."""
     name, sep, version = spec.partition("==")
-    name = name.strip().lower()
-    if not sep or not name or not version.strip():
+    name, version = name.strip().lower(), version.strip()
+    if not sep or not name or not version:
         raise EngineSpecError(f"engine {spec!r} is not NAME==VERSION", "--engine",
                               f"for example sglang==0.5.23; known: {known_ranges()}")
     v = parse_version(version)
-    for profile in PROFILES:
-        if profile.name == name and profile.covers_version(v):
+    mine = [p for p in PROFILES if p.name == name]
+    if not mine:
+        raise EngineSpecError(f"no engine called {name!r}", "--engine",
+                              f"known: {', '.join(sorted({p.name for p in PROFILES}))}")
+    for profile in mine:
+        if profile.covers_version(v):
             return profile
-    raise EngineSpecError(f"no profile covers {name} {version.strip()}", "--engine",
-                          f"known ranges: {known_ranges()}")
+    older = [p for p in mine if parse_version(p.covers[0]) <= v]
+    nearest = max(older, key=lambda p: parse_version(p.covers[0])) if older else \
+        min(mine, key=lambda p: parse_version(p.covers[0]))
+    before = _with_post(version) < _with_post(FIRST_EAGLE3[name])
+    return replace(nearest, version=version, based_on=nearest.key,
+                   eagle3_since=FIRST_EAGLE3[name] if before else "",
+                   evidence=f"not read: answered with the {nearest.key} profile")
+
+
+def _with_post(version: str) -> tuple[int, ...]:
+    """parse_version plus the post-release number: 0.4.4 and 0.4.4.post1 precede 0.4.4.post2."""
+    post = re.search(r"post(\d{1,9})", version)
+    return (*parse_version(version), int(post.group(1)) if post else 0)
 
 
 def resolve_engines(specs: list[str] | None) -> list[EngineProfile]:

@@ -38,6 +38,8 @@ def engine_facts(engine: str) -> dict[str, str] | None:
         p: EngineProfile = resolve_engine(engine)
     except EngineSpecError:
         return None
+    if p.eagle3_since:  # no EAGLE-3 in that release: no facts to give
+        return None
     where = ", then ".join(AUX_ID_PLACES[s] for s in p.aux_id_sources)
     rule = p.aux_rules.get("llama")
     return {"aux_ids_where": where,

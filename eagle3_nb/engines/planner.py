@@ -96,6 +96,7 @@ class LoadPlan:
 def plan_load(profile: EngineProfile, cfg: DraftConfig, shapes: dict[str, tuple[int, ...]],
               target: TargetInfo | None = None) -> LoadPlan:
     ctx = _Ctx(profile, cfg, shapes, target)
+    ctx.report_unverified()
     ctx.check_startup()
     ctx.flags = {name: _effective_flag(profile, cfg, name) for name in NORM_FLAGS}
     ctx.params = _engine_params(profile, cfg, ctx.num_aux(), ctx.flags)
@@ -208,6 +209,17 @@ class _Ctx:
         self.findings.append(Finding(code, severity, message, evidence, self.p.key))
 
     # --- startup ---------------------------------------------------------------------------
+    def report_unverified(self) -> None:
+        p = self.p
+        if p.eagle3_since:
+            self.add("LOAD_ERROR", ERROR, f"{p.name} {p.version} predates EAGLE-3 in {p.name} "
+                     f"(first in {p.eagle3_since}): it has no EAGLE-3 draft model",
+                     first_release=p.eagle3_since)
+        elif p.based_on:
+            self.add("ENGINE_UNVERIFIED", WARNING, f"{p.name} {p.version} is a release whose "
+                     f"code the kit has not read: this answer uses the {p.based_on} profile, and "
+                     f"what changed in between is not checked", based_on=p.based_on)
+
     def check_startup(self) -> None:
         p, cfg = self.p, self.cfg
         if cfg.dialect not in p.dialects:

@@ -92,6 +92,10 @@ class EngineProfile:
     # draft's own head with d2t, and the override that lets a shorter-context draft start
     capture_switch: str = ""
     context_override: str = ""
+    # a release no profile covers is answered with the nearest profile's data: based_on names
+    # that profile (its key), and the release must never read as verified (engines.resolve_engine)
+    based_on: str = ""
+    eagle3_since: str = ""            # set when the release predates EAGLE-3 in this engine
     # (module, switch): keys of that module dropped silently while the switch is false
     drop_when_off: tuple[tuple[str, str], ...] = ()
     cites: dict[str, str] = field(default_factory=dict)
