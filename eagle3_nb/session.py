@@ -116,8 +116,6 @@ class DumpRun:
         return held_layers(self.samples[0], self.presets["trained"])
 
     # --- as a feature source (LiveFeatures has the same methods) -------------------------------
-    reference = REFERENCE
-
     def features(self, wiring: Wiring) -> list[torch.Tensor]:
         """What `wiring` feeds the draft on each dump (NotInDump when the dump cannot say)."""
         return [dump_features(s, wiring, self.held, self.draft.cfg.Ht) for s in self.samples]
@@ -147,7 +145,6 @@ class LiveFeatures:
     wiring; accuracy against the target's own greedy tokens."""
     samples: list[torch.Tensor]
     outs: list[TargetOutput]
-    reference = "target greedy"
 
     @classmethod
     def run(cls, target: TargetModel, samples: list[torch.Tensor]) -> "LiveFeatures":

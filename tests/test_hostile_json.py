@@ -173,8 +173,9 @@ def _draft_with_weights(tmp_path, name: str, data: bytes | None) -> Path:
     return draft
 
 
-def _header(entry: dict) -> bytes:
-    raw = json.dumps({"x": entry}).encode()
+def _header(entry: dict, name: str = "x") -> bytes:
+    """A safetensors file of one tensor entry (and 8 data bytes)."""
+    raw = json.dumps({name: entry}).encode()
     return struct.pack("<Q", len(raw)) + raw + bytes(8)
 
 
@@ -289,12 +290,7 @@ def test_a_header_of_too_many_tensors_is_refused_before_it_is_parsed(tmp_path, c
 
 
 def test_a_tensor_name_of_a_megabyte_is_refused(tmp_path, capsys):
-    draft = _draft_with_weights(tmp_path, "model.safetensors", _header_named(
-        "w" * (1 << 20), {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]}))
+    draft = _draft_with_weights(tmp_path, "model.safetensors", _header(
+        {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]}, name="w" * (1 << 20)))
     code, err = cli(capsys, "inspect", draft, "--no-stats")
     assert code == 2 and "tensor name of 1048576 characters" in err
-
-
-def _header_named(name: str, entry: dict) -> bytes:
-    raw = json.dumps({name: entry}).encode()
-    return struct.pack("<Q", len(raw)) + raw

@@ -20,8 +20,8 @@ from typing import Iterator
 from eagle3_nb.errors import SafetensorsFormatError
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors reference implementation's own bound
-# Far above any real file (a DeepSeek-V3 shard holds under 2000 tensors), and counted in the raw
-# bytes before parsing, so a header of a million entries costs a scan, not gigabytes.
+# Far above the tensor count of any model file the kit is meant for, and counted in the raw bytes
+# before parsing, so a header of a million entries costs a scan, not gigabytes.
 MAX_TENSORS_PER_FILE = 1 << 17
 MAX_NAME_CHARS = 1024
 

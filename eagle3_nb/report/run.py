@@ -366,11 +366,9 @@ def _observed(value: str | None) -> str | None:
     """A number (an engine's reported accept length) or a metrics file (made absolute)."""
     if value is None or value == "":
         return None
-    try:
-        float(value)
+    if _is_number(value):
         return str(value)
-    except ValueError:
-        return str(_existing(Path(value), "--observed", "a number or a metrics/log file"))
+    return str(_existing(Path(value), "--observed", "a number or a metrics/log file"))
 
 
 def check_out(out: Path, overwrite: bool) -> None:
