@@ -19,6 +19,8 @@ from eagle3_nb.errors import ConfigError
 TOP, EAGLE, LAYER, DEFAULT, ABSENT = ("top_level", "eagle_config", "transformer_layer_config",
                                       "default", "absent")
 NORM_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+# Multi-latent attention (DeepSeek-V2 style) sizes; kv_lora_rank marks an MLA layer
+MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 # What a trainer used when its config omits a flag, per dialect. SafeAILab/SpecForge: False
 # (cnets.py keeps the un-normed residual). speculators: the config class defaults to False but
 # the training CLI defaults norm_before_residual/norm_before_fc/norm_output to True for eagle3
@@ -70,6 +72,7 @@ class DraftConfig:
     norm_flags: dict[str, Sourced]
     verifier: dict[str, Any] = field(default_factory=dict)
     has_auto_map: bool = False
+    mla: dict[str, int | None] | None = None  # MLA_FIELDS when the layer is MLA, else None
 
     @property
     def H(self) -> int:
@@ -121,7 +124,7 @@ class DraftConfig:
                  "rope": self.rope, "aux_layer_ids_top_level": self.aux_layer_ids_top,
                  "aux_layer_ids_eagle_config": self.aux_layer_ids_nested,
                  "num_aux": self.num_aux, "verifier": self.verifier,
-                 "has_auto_map": self.has_auto_map}
+                 "has_auto_map": self.has_auto_map, "mla": self.mla}
         sourced = {"draft_vocab_size": self.draft_vocab_size,
                    "target_hidden_size": self.target_hidden_size,
                    "max_position_embeddings": self.max_position_embeddings,
@@ -163,7 +166,8 @@ def _ids(value: Any, key: str, where: str) -> list[int] | None:
 BOUNDS = {"hidden_size": (1, 1 << 20), "num_attention_heads": (1, 1 << 12),
           "num_key_value_heads": (1, 1 << 12), "head_dim": (1, 1 << 12),
           "intermediate_size": (1, 1 << 22), "vocab_size": (1, 1 << 24),
-          "num_hidden_layers": (1, 1 << 8), "max_position_embeddings": (1, 1 << 30)}
+          "num_hidden_layers": (1, 1 << 8), "max_position_embeddings": (1, 1 << 30),
+          "mla": (1, 1 << 16)}
 TARGET_MAX_LAYERS = 1 << 12
 
 
@@ -217,6 +221,7 @@ def _layer_fields(layer: dict[str, Any], where: str, layer_src: str) -> dict[str
                           "fix the value in config.json (a copy of it)")
     rope_keys = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor")
     return dict(
+        mla=_mla_fields(layer, where),
         layer_model_type=str(layer.get("model_type") or "llama"),
         hidden_size=H, num_hidden_layers=sizes["num_hidden_layers"],
         num_attention_heads=nh, num_key_value_heads=sizes["num_key_value_heads"],
@@ -229,6 +234,21 @@ def _layer_fields(layer: dict[str, Any], where: str, layer_src: str) -> dict[str
         hidden_act=str(layer.get("hidden_act", "silu")),
         rope={k: layer[k] for k in rope_keys if k in layer},
     )
+
+
+def _mla_fields(layer: dict[str, Any], where: str) -> dict[str, int | None] | None:
+    """The MLA sizes, when kv_lora_rank says the layer uses multi-latent attention. Only
+    q_lora_rank may be null (no low-rank query: a plain q_proj)."""
+    if layer.get("kv_lora_rank") is None:
+        return None
+    out: dict[str, int | None] = {}
+    for key in MLA_FIELDS:
+        value = layer.get(key)
+        if value is None and key != "q_lora_rank":
+            raise ConfigError(f"kv_lora_rank is set (an MLA layer) but {key} is missing", where,
+                              f"an MLA draft config needs every one of {', '.join(MLA_FIELDS)}")
+        out[key] = None if value is None else bounded_int(value, key, where, *BOUNDS["mla"])
+    return out
 
 
 def _parse_flat(raw: dict[str, Any], where: str) -> DraftConfig:

@@ -32,7 +32,7 @@ CODES: dict[str, str] = {
     "EMBED_REPLACED": "the engine swaps in the target's embeddings",
     "LM_HEAD_FROM_TARGET": "the engine borrows the target's lm_head",
     "STATS_SKIPPED": "tensors not scanned for statistics (budget or --no-stats)",
-    "ENGINE_UNVERIFIED": "no profile covers this engine release: the nearest one answered",
+    "ENGINE_UNVERIFIED": "the kit never read this engine build: the nearest profile answered",
     # vocabulary mapping (d2t / t2d)
     "D2T_MISSING": "pruned draft vocab without a d2t table",
     "D2T_ABSOLUTE": "d2t holds absolute target ids instead of offsets",

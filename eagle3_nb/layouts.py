@@ -122,13 +122,18 @@ def _layer_entries(cfg: DraftConfig, i: int, add) -> None:
     H, hd, nh, nkv, inter = cfg.H, cfg.head_dim, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size
     width = 2 * H if i == 0 else H  # layer 0 attends over [embeds, hidden]
     p = f"layers.{i}."
-    for proj, rows in (("q_proj", nh * hd), ("k_proj", nkv * hd), ("v_proj", nkv * hd)):
-        add(f"{p}self_attn.{proj}.weight", (rows, width), "linear")
+    if cfg.mla:
+        for name, shape in mla_attention_shapes(cfg, width).items():
+            add(f"{p}self_attn.{name}.weight", shape, "norm" if name.endswith("layernorm")
+                else "linear")
+    else:
+        for proj, rows in (("q_proj", nh * hd), ("k_proj", nkv * hd), ("v_proj", nkv * hd)):
+            add(f"{p}self_attn.{proj}.weight", (rows, width), "linear")
+            if cfg.attention_bias:
+                add(f"{p}self_attn.{proj}.bias", (rows,), "linear")
+        add(f"{p}self_attn.o_proj.weight", (H, nh * hd), "linear")
         if cfg.attention_bias:
-            add(f"{p}self_attn.{proj}.bias", (rows,), "linear")
-    add(f"{p}self_attn.o_proj.weight", (H, nh * hd), "linear")
-    if cfg.attention_bias:
-        add(f"{p}self_attn.o_proj.bias", (H,), "linear")
+            add(f"{p}self_attn.o_proj.bias", (H,), "linear")
     if cfg.layer_model_type.startswith("qwen3"):
         add(f"{p}self_attn.q_norm.weight", (hd,), "norm")
         add(f"{p}self_attn.k_norm.weight", (hd,), "norm")
@@ -138,6 +143,27 @@ def _layer_entries(cfg: DraftConfig, i: int, add) -> None:
     if i == 0:
         add(f"{p}hidden_norm.weight", (H,), "norm")
     add(f"{p}post_attention_layernorm.weight", (H,), "norm")
+
+
+def mla_attention_shapes(cfg: DraftConfig, width: int) -> dict[str, tuple[int, ...]]:
+    """Checkpoint tensors of one multi-latent attention block (DeepSeek-V2 names), by name
+    under self_attn: the low-rank query (or a plain q_proj without q_lora_rank), the shared
+    key/value latent with its rope part, and the per-head up-projections."""
+    m, nh, H = cfg.mla or {}, cfg.num_attention_heads, cfg.H
+    nope, rope, v, kv_rank = (m["qk_nope_head_dim"], m["qk_rope_head_dim"], m["v_head_dim"],
+                              m["kv_lora_rank"])
+    out: dict[str, tuple[int, ...]] = {}
+    if m["q_lora_rank"]:
+        out["q_a_proj"] = (m["q_lora_rank"], width)
+        out["q_a_layernorm"] = (m["q_lora_rank"],)
+        out["q_b_proj"] = (nh * (nope + rope), m["q_lora_rank"])
+    else:
+        out["q_proj"] = (nh * (nope + rope), width)
+    out["kv_a_proj_with_mqa"] = (kv_rank + rope, width)
+    out["kv_a_layernorm"] = (kv_rank,)
+    out["kv_b_proj"] = (nh * (nope + v), kv_rank)
+    out["o_proj"] = (H, nh * v)
+    return out
 
 
 @dataclass(frozen=True)

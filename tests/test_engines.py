@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from eagle3_nb.config import parse_config, parse_target_config
+from eagle3_nb.engines.releases import RELEASES
 from eagle3_nb.engines import PROFILES, resolve_engine, resolve_engines
 from eagle3_nb.engines.planner import plan_load
 from eagle3_nb.errors import EngineSpecError
@@ -71,8 +72,27 @@ def fates(p):
 
 def test_version_spellings_resolve_to_one_profile():
     assert resolve_engine("vllm==0.33") is resolve_engine("vllm==0.33.0")
-    assert resolve_engine("sglang==0.5.9.post1") is resolve_engine("sglang==0.5.9")
     assert resolve_engine("SGLang==0.5.23").version == "0.5.23"
+    assert resolve_engine("sglang==0.5.9+cu128") is not resolve_engine("sglang==0.5.9")
+
+
+@pytest.mark.parametrize("spec", ["sglang==0.5.9.post1", "sglang==0.5.10rc0",
+                                  "sglang==0.5.23+local.build", "vllm==0.33.0+cu130"])
+def test_a_build_inside_a_range_that_was_never_published_says_so(spec):
+    """A post, rc, dev or local build the survey never read answers with the profile whose
+    range holds it, and says that build itself was not checked."""
+    profile = resolve_engine(spec)
+    assert profile.based_on and profile.version == spec.split("==")[1]
+    warning = [f for f in plan(spec, flat_config()).findings if f.code == "ENGINE_UNVERIFIED"]
+    assert warning and "not a published release" in warning[0].message
+
+
+def test_every_published_release_has_an_answer():
+    """Every release from the first EAGLE-3 one answers: covered ones with no warning."""
+    for name, releases in RELEASES.items():
+        for release, _date in releases:
+            profile = resolve_engine(f"{name}=={release}")
+            assert not profile.eagle3_since, release
 
 
 @pytest.mark.parametrize("spec, based_on", [
@@ -122,7 +142,7 @@ def test_no_engine_means_every_profile():
     ("key_resolution", "bare"), ("fc_aux_count", "fixed3"), ("lm_head_policy", "target"),
     ("extra_layer_attn_norm", "hidden_norms"), ("d2t_reading", "offset"),
     ("aux_rules", {"llama": "plus1"}), ("aux_id_sources", ("eagle_config", "toplevel")),
-    ("dialects", frozenset({"flat", "speculator"})), ("covers", ("0.5.23", "0.5.23"))])
+    ("dialects", frozenset({"flat", "speculator"})), ("covers", ("0.5.23", "0.5.22"))])
 def test_a_policy_typo_is_refused_not_silently_another_branch(field_name, typo):
     with pytest.raises(ValueError, match=field_name.split("_")[0]):
         dataclasses.replace(PROFILES[0], **{field_name: typo})

@@ -116,4 +116,4 @@ def test_inspect_imports_no_torch_plotly_transformers(extra):
 
 def test_engines_command_lists_ranges(run_cli):
     rc, out, _ = run_cli("engines")
-    assert rc == 0 and "sglang==0.5.9" in out and "vllm >=0.33.0,<0.34.0" in out
+    assert rc == 0 and "sglang==0.5.9" in out and "vllm 0.33.0" in out

@@ -6,7 +6,8 @@ import re
 from dataclasses import replace
 
 from eagle3_nb.errors import EngineSpecError
-from eagle3_nb.engines.profile import EngineProfile, parse_version
+from eagle3_nb.engines.profile import EngineProfile, is_plain_release, release_key
+from eagle3_nb.engines.releases import RELEASES
 from eagle3_nb.engines.sglang import PROFILES as _SGLANG
 from eagle3_nb.engines.vllm import PROFILES as _VLLM
 
@@ -19,39 +20,57 @@ def known_ranges() -> str:
 
 # The first release that ships an EAGLE-3 draft model (its llama_eagle3.py), per engine, as
 # tools/engine_survey.py found it in the release tags: docs/engine-survey.md.
-FIRST_EAGLE3 = {"sglang": "0.4.4.post2", "vllm": "0.8.5"}
+FIRST_EAGLE3 = {name: releases[0][0] for name, releases in RELEASES.items()}
+_RESOLVED: dict[tuple[str, str], EngineProfile] = {}
+
+
+def published_release(name: str, version: str) -> str | None:
+    """The published release VERSION names ('0.33' -> '0.33.0'), or None for a build that was
+    never published (a dev or rc build, a local build, a release after the survey)."""
+    if not is_plain_release(version):
+        return None
+    key = release_key(version)
+    return next((r for r, _ in RELEASES.get(name, ()) if release_key(r) == key), None)
 
 
 def resolve_engine(spec: str) -> EngineProfile:
-    """'NAME==VERSION' -> the profile whose range contains VERSION. A release no profile covers
-    is never refused: it gets the nearest profile (the newest one not after it, else the oldest),
-    marked unverified so every plan says so; a release before EAGLE-3 existed gets that too."""
+    """'NAME==VERSION' -> the profile for that release, its `version` set to the release.
+
+    Never refused: a build inside a profile's range that is not a published release (a dev or
+    rc build, an unknown post release) and a release no profile covers (newer than the survey)
+    get the nearest profile, with `based_on` naming it so every plan warns; a release before the
+    engine had EAGLE-3 also gets `eagle3_since`."""
     name, sep, version = spec.partition("==")
     name, version = name.strip().lower(), version.strip()
     if not sep or not name or not version:
         raise EngineSpecError(f"engine {spec!r} is not NAME==VERSION", "--engine",
                               f"for example sglang==0.5.23; known: {known_ranges()}")
-    v = parse_version(version)
+    key = release_key(version)
     mine = [p for p in PROFILES if p.name == name]
     if not mine:
         raise EngineSpecError(f"no engine called {name!r}", "--engine",
                               f"known: {', '.join(sorted({p.name for p in PROFILES}))}")
-    for profile in mine:
-        if profile.covers_version(v):
-            return profile
-    older = [p for p in mine if parse_version(p.covers[0]) <= v]
-    nearest = max(older, key=lambda p: parse_version(p.covers[0])) if older else \
-        min(mine, key=lambda p: parse_version(p.covers[0]))
-    before = _with_post(version) < _with_post(FIRST_EAGLE3[name])
+    published = published_release(name, version)
+    cache_key = (name, published or version)
+    if cache_key not in _RESOLVED:
+        _RESOLVED[cache_key] = _answer(mine, name, published or version, key, bool(published))
+    return _RESOLVED[cache_key]
+
+
+def _answer(mine: list[EngineProfile], name: str, version: str, key: tuple[int, ...],
+            published: bool) -> EngineProfile:
+    covering = [p for p in mine if p.covers_release(version)]
+    if covering and published:
+        same = release_key(covering[0].version) == key
+        return covering[0] if same else replace(covering[0], version=version)
+    older = [p for p in mine if release_key(p.covers[0]) <= key]
+    nearest = covering[0] if covering else (
+        max(older, key=lambda p: release_key(p.covers[0])) if older else
+        min(mine, key=lambda p: release_key(p.covers[0])))
+    before = key < release_key(FIRST_EAGLE3[name])
     return replace(nearest, version=version, based_on=nearest.key,
                    eagle3_since=FIRST_EAGLE3[name] if before else "",
                    evidence=f"not read: answered with the {nearest.key} profile")
-
-
-def _with_post(version: str) -> tuple[int, ...]:
-    """parse_version plus the post-release number: 0.4.4 and 0.4.4.post1 precede 0.4.4.post2."""
-    post = re.search(r"post(\d{1,9})", version)
-    return (*parse_version(version), int(post.group(1)) if post else 0)
 
 
 def resolve_engines(specs: list[str] | None) -> list[EngineProfile]:

@@ -9,18 +9,15 @@ between engines is a field of EngineProfile.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from eagle3_nb.config import ABSENT, NORM_FLAGS, TRAINER_FLAG_DEFAULTS, DraftConfig, TargetInfo
 from eagle3_nb.errors import ConversionError
 from eagle3_nb.findings import ERROR, INFO, WARNING, Finding
 from eagle3_nb.engines.profile import (AS_IS, AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE,
                                        PLUS_ONE_IF_FIRST_IS_1, EngineProfile)
-from eagle3_nb.layouts import split_key
+from eagle3_nb.layouts import mla_attention_shapes, split_key
 
-STACKED = ((".qkv_proj", ".q_proj", "q"), (".qkv_proj", ".k_proj", "k"),
-           (".qkv_proj", ".v_proj", "v"), (".gate_up_proj", ".gate_proj", 0),
-           (".gate_up_proj", ".up_proj", 1))
 DEFAULT_MAX_POSITIONS = 2048  # transformers' LlamaConfig default when the key is absent
 
 _LAYER_PARAM = re.compile(r"\.layers\.(\d+)\.")
@@ -95,6 +92,7 @@ class LoadPlan:
 
 def plan_load(profile: EngineProfile, cfg: DraftConfig, shapes: dict[str, tuple[int, ...]],
               target: TargetInfo | None = None) -> LoadPlan:
+    profile = draft_class_profile(profile, cfg)
     ctx = _Ctx(profile, cfg, shapes, target)
     ctx.report_unverified()
     ctx.check_startup()
@@ -110,6 +108,17 @@ def plan_load(profile: EngineProfile, cfg: DraftConfig, shapes: dict[str, tuple[
     ctx.report_context()
     return LoadPlan(profile, keys, unloaded, aux, ctx.num_aux() * cfg.Ht, fc_ckpt, ctx.flags,
                     ctx.findings)
+
+
+def draft_class_profile(profile: EngineProfile, cfg: DraftConfig) -> EngineProfile:
+    """The profile of the draft class the engine builds for this config: its MLA class when
+    architectures[0] names it, else the profile itself (the Llama-style class)."""
+    arch = cfg.architectures[0] if cfg.architectures else ""
+    mla = profile.mla
+    if mla is None or arch not in mla.architectures:
+        return profile
+    return replace(mla, version=profile.version, based_on=profile.based_on,
+                   eagle3_since=profile.eagle3_since, evidence=profile.evidence)
 
 
 def _fc_width(shapes: dict[str, tuple[int, ...]]) -> int | None:
@@ -169,6 +178,10 @@ def _engine_params(profile: EngineProfile, cfg: DraftConfig, num_aux: int,
     for i in range(n_layers):
         p = profile.decoder_param.format(i=i)
         width = 2 * H if i == 0 else H
+        if profile.draft_attention == "mla":
+            _mla_params(profile, cfg, p, width, add)
+            _mlp_and_norms(profile, cfg, p, i, add)
+            continue
         for shard, rows in (("q", nh * hd), ("k", nkv * hd), ("v", nkv * hd)):
             add(f"{p}self_attn.qkv_proj.weight", "linear", (rows, width), shard)
             if cfg.attention_bias:
@@ -177,19 +190,39 @@ def _engine_params(profile: EngineProfile, cfg: DraftConfig, num_aux: int,
         if profile.has_q_k_norm and cfg.layer_model_type.startswith("qwen3"):
             add(f"{p}self_attn.q_norm.weight", "norm", (hd,))
             add(f"{p}self_attn.k_norm.weight", "norm", (hd,))
-        add(f"{p}mlp.gate_up_proj.weight", "linear", (inter, H), 0)
-        add(f"{p}mlp.gate_up_proj.weight", "linear", (inter, H), 1)
-        add(f"{p}mlp.down_proj.weight", "linear", (H, inter))
-        add(f"{p}input_layernorm.weight", "norm", (H,))
-        add(f"{p}post_attention_layernorm.weight", "norm", (H,))
-        if i == 0 or profile.extra_layers_have_hidden_norm:
-            add(f"{p}hidden_norm.weight", "norm", (H,))
+        _mlp_and_norms(profile, cfg, p, i, add)
     add("model.norm.weight", "norm", (H,))
     if not cfg.tie_word_embeddings:
         add("lm_head.weight", "lm_head", (cfg.Vd, H))
     if cfg.pruned_vocab or not profile.d2t_param_needs_pruned_vocab:
         add(profile.d2t_param, "vocab_map", (cfg.Vd,))
     return params
+
+
+def _mlp_and_norms(profile: EngineProfile, cfg: DraftConfig, p: str, i: int, add) -> None:
+    H, inter = cfg.H, cfg.intermediate_size
+    add(f"{p}mlp.gate_up_proj.weight", "linear", (inter, H), 0)
+    add(f"{p}mlp.gate_up_proj.weight", "linear", (inter, H), 1)
+    add(f"{p}mlp.down_proj.weight", "linear", (H, inter))
+    add(f"{p}input_layernorm.weight", "norm", (H,))
+    add(f"{p}post_attention_layernorm.weight", "norm", (H,))
+    if i == 0 or profile.extra_layers_have_hidden_norm:
+        add(f"{p}hidden_norm.weight", "norm", (H,))
+
+
+def _mla_params(profile: EngineProfile, cfg: DraftConfig, p: str, width: int, add) -> None:
+    """Multi-latent attention: each checkpoint tensor lands in its own parameter, or in a shard
+    of the parameter the profile's `stacked` rules fuse it into."""
+    if not cfg.mla:
+        return  # check_startup reports the missing MLA sizes
+    for name, shape in mla_attention_shapes(cfg, width).items():
+        kind = "norm" if name.endswith("layernorm") else "linear"
+        fused = next(((param, shard) for param, part, shard in profile.stacked
+                      if part == f".{name}"), None)
+        if fused:
+            add(f"{p}self_attn{fused[0]}.weight", kind, shape, fused[1])
+        else:
+            add(f"{p}self_attn.{name}.weight", kind, shape)
 
 
 class _Ctx:
@@ -215,6 +248,11 @@ class _Ctx:
             self.add("LOAD_ERROR", ERROR, f"{p.name} {p.version} predates EAGLE-3 in {p.name} "
                      f"(first in {p.eagle3_since}): it has no EAGLE-3 draft model",
                      first_release=p.eagle3_since)
+        elif p.based_on and p.covers_release(p.version):
+            self.add("ENGINE_UNVERIFIED", WARNING, f"{p.name} {p.version} lies within "
+                     f"{p.range_text()}, but it is not a published release the kit surveyed (a "
+                     f"dev, rc, local or unknown post build): this answer uses the {p.based_on} "
+                     f"profile, and what that build changed is not checked", based_on=p.based_on)
         elif p.based_on:
             self.add("ENGINE_UNVERIFIED", WARNING, f"{p.name} {p.version} is a release whose "
                      f"code the kit has not read: this answer uses the {p.based_on} profile, and "
@@ -236,6 +274,13 @@ class _Ctx:
         if p.max_layers is not None and cfg.num_hidden_layers > p.max_layers:
             self.add("LOAD_ERROR", ERROR, f"{cfg.num_hidden_layers} decoder layers: "
                      f"{p.too_many_layers_error}", num_hidden_layers=cfg.num_hidden_layers)
+        if p.draft_attention == "mla" and not cfg.mla:
+            self.add("LOAD_ERROR", ERROR, f"{p.name}'s MLA draft class needs kv_lora_rank, "
+                     "qk_nope_head_dim, qk_rope_head_dim and v_head_dim in the config: it has "
+                     "none (AttributeError at startup)", cite=p.cites.get("draft_attention", ""))
+        for name, error in p.required_fields:
+            if (cfg.mla or {}).get(name) is None:
+                self.add("LOAD_ERROR", ERROR, f"{name} is null or absent: {error}", field=name)
         if p.missing_draft_vocab_error and cfg.draft_vocab_size.source == ABSENT:
             self.add("LOAD_ERROR", ERROR, p.missing_draft_vocab_error)
         ths = cfg.target_hidden_size
@@ -257,6 +302,9 @@ class _Ctx:
         cfg = self.cfg
         if self.p.fc_aux_count == "fixed_3":
             return 3
+        if self.p.fc_aux_count == "eagle_config_then_top_level_ids_then_3":
+            ids = cfg.aux_layer_ids_nested or cfg.aux_layer_ids_top
+            return len(ids) if ids else 3
         if cfg.num_aux_hidden_states.value:
             return int(cfg.num_aux_hidden_states.value)
         if cfg.aux_layer_ids_nested:
@@ -283,7 +331,7 @@ class _Ctx:
     def _resolve_bare_or_model(self, key, name, renamed) -> KeyFate:
         if "d2t" in name:
             return self._load(key, self.p.d2t_param, None, renamed, "d2t + arange")
-        for param_part, weight_part, shard in STACKED:
+        for param_part, weight_part, shard in self.p.stacked:
             if weight_part not in name:
                 continue
             name = name.replace(weight_part, param_part)
@@ -298,7 +346,7 @@ class _Ctx:
         elif "lm_head" not in name:
             name = "model." + name
         shard = None
-        for param_part, weight_part, sh in STACKED:
+        for param_part, weight_part, sh in self.p.stacked:
             if weight_part in name:
                 name, shard = name.replace(weight_part, param_part), sh
                 break
@@ -327,6 +375,9 @@ class _Ctx:
     def _unknown(self, key, param) -> KeyFate:
         if self.p.unknown_keys == "drop_silent":
             return KeyFate(key, DROPPED, None, f"no parameter {param!r}: dropped without a message")
+        if self.p.unknown_keys == "drop_logged":
+            return KeyFate(key, DROPPED, None, f"no parameter {param!r}: skipped with one "
+                           "warning line in the server log")
         if key.endswith(self.p.ignored_unknown_suffixes):
             return KeyFate(key, DROPPED, None, "unmatched suffix ignored by the loader")
         return KeyFate(key, ERRORED, None, self.p.unknown_error.format(param=param))
@@ -334,9 +385,11 @@ class _Ctx:
     def report_keys(self, keys: list[KeyFate]) -> None:
         dropped = [k.name for k in keys if k.fate == DROPPED]
         if dropped:
+            how = ("skips (one warning line each in the log)" if self.p.unknown_keys == "drop_logged"
+                   else "silently ignores")
             self.add("KEYS_DROPPED", ERROR if self._dropped_matters(keys) else WARNING,
-                     f"the engine silently ignores {len(dropped)} tensor(s): "
-                     f"{_preview(dropped)}", keys=dropped)
+                     f"the engine {how} {len(dropped)} tensor(s): {_preview(dropped)}",
+                     keys=dropped)
         errored = [k for k in keys if k.fate == ERRORED]
         if errored:
             self.add("LOAD_ERROR", ERROR, f"the engine fails while loading weights: "

@@ -23,14 +23,20 @@ AUX_RULES = (PLUS_ONE, PLUS_ONE_IF_FIRST_IS_1, AS_IS, AS_IS_IF_MAX_IS_L, NO_CAPT
 # would silently pick another branch. EngineProfile refuses anything else.
 POLICIES: dict[str, tuple[str, ...]] = {
     "key_resolution": ("bare_or_model", "model_prefix_except_lm_head"),
-    "unknown_keys": ("drop_silent", "raise"),
-    "fc_aux_count": ("fixed_3", "num_aux_then_eagle_config_then_3"),
+    "unknown_keys": ("drop_silent", "drop_logged", "raise"),
+    "fc_aux_count": ("fixed_3", "num_aux_then_eagle_config_then_3",
+                     "eagle_config_then_top_level_ids_then_3"),
+    "draft_attention": ("gqa", "mla"),
     "extra_layer_attn_norm": ("input_layernorm", "hidden_norm"),
     "embed_policy": ("target_unless_hidden_differs", "own_if_present"),
     "lm_head_policy": ("target_if_draft_vocab_null", "target_if_absent_and_full_vocab"),
     "d2t_reading": ("offsets", "absolute"),
 }
 DIALECTS = ("flat", "speculators")
+# checkpoint name part -> (engine parameter part, shard) for weights the engine fuses on load
+GQA_STACKED = ((".qkv_proj", ".q_proj", "q"), (".qkv_proj", ".k_proj", "k"),
+               (".qkv_proj", ".v_proj", "v"), (".gate_up_proj", ".gate_proj", 0),
+               (".gate_up_proj", ".up_proj", 1))
 AUX_ID_SOURCES = ("eagle_config", "top_level")
 
 
@@ -45,8 +51,8 @@ class FlagRule:
 @dataclass(frozen=True)
 class EngineProfile:
     name: str
-    version: str                      # the release whose code was read
-    covers: tuple[str, str]           # [min, max) version range this profile is known to cover
+    version: str                      # the release this answer is for (a profile: its newest release)
+    covers: tuple[str, str]           # first and last published release it covers, inclusive
     evidence: str
     dialects: frozenset[str]          # config dialects the engine can start from
     dialect_error: str                # startup error for any other dialect
@@ -98,6 +104,13 @@ class EngineProfile:
     eagle3_since: str = ""            # set when the release predates EAGLE-3 in this engine
     # (module, switch): keys of that module dropped silently while the switch is false
     drop_when_off: tuple[tuple[str, str], ...] = ()
+    # the draft class's attention and the weights its loader fuses
+    draft_attention: str = "gqa"
+    stacked: tuple[tuple[str, str, object], ...] = GQA_STACKED
+    # (config field, startup error): fields the draft class needs non-null
+    required_fields: tuple[tuple[str, str], ...] = ()
+    # the engine's MLA draft class (Eagle3DeepseekV2ForCausalLM) in the same releases, or None
+    mla: "EngineProfile | None" = None
     cites: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -113,7 +126,7 @@ class EngineProfile:
                 for fam in self.aux_sorted if fam not in self.aux_rules]
         bad += [f"flags[{n!r}] default for unknown dialect(s) {sorted(set(r.default) - set(DIALECTS))}"
                 for n, r in self.flags.items() if not set(r.default) <= set(DIALECTS)]
-        if parse_version(self.covers[0]) >= parse_version(self.covers[1]):
+        if release_key(self.covers[0]) > release_key(self.covers[1]):
             bad.append(f"covers {self.covers} is empty")
         if bad:
             raise ValueError(f"profile {self.name}=={self.version}: " + "; ".join(bad))
@@ -122,23 +135,51 @@ class EngineProfile:
     def key(self) -> str:
         return f"{self.name}=={self.version}"
 
-    def covers_version(self, v: tuple[int, ...]) -> bool:
-        return parse_version(self.covers[0]) <= v < parse_version(self.covers[1])
+    def covers_release(self, version: str) -> bool:
+        return release_key(self.covers[0]) <= release_key(version) <= release_key(self.covers[1])
 
     def range_text(self) -> str:
-        return f"{self.name} >={self.covers[0]},<{self.covers[1]}"
+        first, last = self.covers
+        return f"{self.name} {first}" if first == last else f"{self.name} {first} .. {last}"
 
 
 # a whole release number: X.Y[.Z[.W]], then post/dev/rc/a/b suffixes or a +local part, nothing else
 _VERSION = re.compile(r"^\s*v?(\d{1,9}(?:\.\d{1,9}){0,3})"
-                      r"(?:[.-]?(?:post|dev|rc|a|b)\d{0,9})*(?:\+[0-9A-Za-z.]{1,64})?\s*$")
+                      r"((?:[.-]?(?:post|dev|rc|a|b)\d{0,9})*)(?:\+[0-9A-Za-z.]{1,64})?\s*$")
+_SUFFIX = re.compile(r"(post|dev|rc|a|b)(\d*)")
 
 
-def parse_version(text: str) -> tuple[int, int, int]:
-    """'0.33' -> (0, 33, 0); '0.5.9.post1' -> (0, 5, 9): post releases share their release."""
+def _match(text: str) -> re.Match:
     m = _VERSION.match(str(text)[:200])
     if not m:
         raise EngineSpecError(f"cannot read version {str(text)[:40]!r}", None,
                               "use NAME==X.Y[.Z], e.g. sglang==0.5.9 or vllm==0.11.0")
-    parts = [int(p) for p in m.group(1).split(".")][:3]
+    return m
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """'0.33' -> (0, 33, 0); '0.5.9.post1' -> (0, 5, 9): post releases share their release."""
+    parts = [int(p) for p in _match(text).group(1).split(".")][:3]
     return tuple(parts + [0] * (3 - len(parts)))  # type: ignore[return-value]
+
+
+def release_key(text: str) -> tuple[int, ...]:
+    """An order over releases as the engines publish them: '0.9.0.1' after '0.9.0', '0.4.4.post2'
+    after '0.4.4.post1', and a pre-release ('0.5.10rc0', '0.5.10.dev3') before its release.
+    '0.33' and '0.33.0' are the same release; a +local part is ignored."""
+    m = _match(text)
+    parts = [int(p) for p in m.group(1).split(".")]
+    parts += [0] * (4 - len(parts))
+    post, pre = 0, 0
+    for kind, number in _SUFFIX.findall(m.group(2)):
+        if kind == "post":
+            post = int(number or 0)
+        else:
+            pre = -1
+    return (*parts, pre if pre else post)
+
+
+def is_plain_release(text: str) -> bool:
+    """No pre-release or local part: a build that could be a published release."""
+    m = _match(text)
+    return not re.search(r"dev|rc|a|b", m.group(2)) and "+" not in str(text)

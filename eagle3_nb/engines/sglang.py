@@ -13,7 +13,7 @@ _NEVER = FlagRule(read=False, default={"flat": False, "speculators": False})
 _TOP = FlagRule(read=True, default={"flat": False, "speculators": False})
 
 SGLANG_0_5_23 = EngineProfile(
-    name="sglang", version="0.5.23", covers=("0.5.23", "0.5.24"),
+    name="sglang", version="0.5.23", covers=("0.5.23", "0.5.23"),
     evidence="code of the 0.5.23 wheel (built 2026-10-30)",
     dialects=frozenset({"flat"}),
     dialect_error=("SGLang reads only flat HF-style draft configs through transformers' "
@@ -76,8 +76,55 @@ SGLANG_0_5_23 = EngineProfile(
     },
 )
 
+# The MLA draft class (Kimi-K2.5/K2.6 EAGLE-3 drafts): python/sglang/srt/models/kimi_k25_eagle3.py
+# Eagle3DeepseekV2ForCausalLM, first in 0.5.12 (PR #24826); fc_norm / norm_output from 0.5.13
+# (PR #26506, the kimi-k2.6 eagle3.1 draft).
+SGLANG_MLA_0_5_13 = replace(
+    SGLANG_0_5_23, version="0.5.23", covers=("0.5.13", "0.5.23"),
+    evidence="kimi_k25_eagle3.py read at 0.5.12, 0.5.13 and 0.5.23",
+    architectures={"Eagle3DeepseekV2ForCausalLM": "kimi_k25_eagle3.py Eagle3DeepseekV2ForCausalLM"},
+    architecture_errors={}, draft_attention="mla",
+    decoder_param="model.midlayer.", max_layers=1,
+    too_many_layers_error='ValueError("EAGLE3 currently only supports 1 layer") '
+                          '(kimi_k25_eagle3.py Eagle3MLAModel.__init__)',
+    renames=(("layers.0.", "midlayer."),), key_resolution="model_prefix_except_lm_head",
+    unknown_keys="drop_logged",
+    stacked=((".fused_qkv_a_proj_with_mqa", ".q_a_proj", 0),
+             (".fused_qkv_a_proj_with_mqa", ".kv_a_proj_with_mqa", 1),
+             (".gate_up_proj", ".gate_proj", 0), (".gate_up_proj", ".up_proj", 1)),
+    required_fields=(("q_lora_rank", 'ValueError("Eagle3 MLA layer requires q_lora_rank in the '
+                                     'draft config") (Eagle3MLADecoderLayer.__init__)'),),
+    fc_aux_count="eagle_config_then_top_level_ids_then_3",
+    has_input_norm=False, has_fc_norm=True, extra_layers_have_hidden_norm=False,
+    flags={"norm_before_residual": _NEVER, "norm_before_fc": _NEVER, "fc_norm": _TOP,
+           "norm_output": _TOP},
+    missing_draft_vocab_error=None, target_hidden_null_breaks_fc=False,
+    cites={**SGLANG_0_5_23.cites,
+           "draft_attention": "kimi_k25_eagle3.py Eagle3MLADecoderLayer: DeepseekV2AttentionMLA "
+                              "with fused_qkv_a_proj_with_mqa over 2H inputs (PR #24826, 0.5.12)",
+           "load_weights": "kimi_k25_eagle3.py Eagle3DeepseekV2ForCausalLM.load_weights: d2t -> "
+                           "hot_token_id, t2d skipped, ^layers.0. -> midlayer., model. prefixed "
+                           "except lm_head., q_a_proj + kv_a_proj_with_mqa concatenated into "
+                           "fused_qkv_a_proj_with_mqa, anything else: logger.warning and skip",
+           "fc_width": "kimi_k25_eagle3.py _get_eagle_aux_layer_count: eagle_config ids, else "
+                       "top-level ids, else 3 (num_aux_hidden_states is not read)",
+           "norm_flags": "kimi_k25_eagle3.py Eagle3MLAModel.__init__: fc_norm (or use_aux_norm) "
+                         "and norm_output from the top level, from 0.5.13 (PR #26506)",
+           "lm_head": "kimi_k25_eagle3.py: draft_vocab_size read with getattr; null -> "
+                      "load_lm_head_from_target"},
+)
+SGLANG_MLA_0_5_12 = replace(
+    SGLANG_MLA_0_5_13, version="0.5.12.post1", covers=("0.5.12", "0.5.12.post1"),
+    has_fc_norm=False, flags={name: _NEVER for name in SGLANG_0_5_23.flags},
+    cites={**SGLANG_MLA_0_5_13.cites,
+           "norm_flags": "0.5.12: no fc_norm or norm_output in kimi_k25_eagle3.py"},
+)
+SGLANG_0_5_23 = replace(SGLANG_0_5_23, mla=SGLANG_MLA_0_5_13)
+_NO_MLA = {"Eagle3DeepseekV2ForCausalLM": "no MLA draft class before 0.5.12 (kimi_k25_eagle3.py, "
+                                          "PR #24826): the architecture is not registered"}
+
 SGLANG_0_5_16 = replace(
-    SGLANG_0_5_23, version="0.5.16", covers=("0.5.16", "0.5.17"),
+    SGLANG_0_5_23, version="0.5.16", covers=("0.5.16", "0.5.16"),
     evidence="code of the 0.5.16 wheel (built 2026-07-25)",
     has_input_norm=False,
     flags={**SGLANG_0_5_23.flags, "norm_before_fc": _NEVER},
@@ -86,7 +133,8 @@ SGLANG_0_5_16 = replace(
 )
 
 SGLANG_0_5_9 = replace(
-    SGLANG_0_5_16, version="0.5.9", covers=("0.5.9", "0.5.10"),
+    SGLANG_0_5_16, version="0.5.9", covers=("0.5.9", "0.5.9"), mla=None,
+    architecture_errors={**SGLANG_0_5_16.architecture_errors, **_NO_MLA},
     evidence="code of the 0.5.9 wheel (built 2026-02-23)",
     decoder_param="model.midlayer.", max_layers=1,
     too_many_layers_error='ValueError("EAGLE3 currently only supports 1 layer") (llama_eagle3.py L198-199 [0.5.9])',
@@ -105,7 +153,7 @@ SGLANG_0_5_9 = replace(
 )
 
 SGLANG_0_5_4 = replace(
-    SGLANG_0_5_9, version="0.5.4", covers=("0.5.4", "0.5.5"),
+    SGLANG_0_5_9, version="0.5.4", covers=("0.5.4", "0.5.4.post3"),
     evidence="code of the 0.5.4.post3 wheel (built 2025-11-05)",
     reads_use_aux_hidden_state=False,
     cites={**SGLANG_0_5_9.cites, "use_aux": "model_runner.py L488-509 [0.5.4.post3]: no "
@@ -113,7 +161,7 @@ SGLANG_0_5_4 = replace(
 )
 
 SGLANG_0_4_10 = replace(
-    SGLANG_0_5_4, version="0.4.10", covers=("0.4.10", "0.4.11"),
+    SGLANG_0_5_4, version="0.4.10", covers=("0.4.10", "0.4.10.post2"),
     evidence="code of the 0.4.10.post2 wheel (built 2025-08-03)",
     aux_rules={"llama": PLUS_ONE, "deepseek": NO_CAPTURE, "gpt_oss": NO_CAPTURE},
     cites={**SGLANG_0_5_4.cites, "targets": "0.4.10.post2: set_eagle3_layers_to_capture only in "

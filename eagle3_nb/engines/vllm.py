@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from eagle3_nb.engines.profile import AS_IS, EngineProfile, FlagRule
 
 VLLM_0_33 = EngineProfile(
-    name="vllm", version="0.33", covers=("0.33.0", "0.34.0"),
+    name="vllm", version="0.33", covers=("0.33.0", "0.33.0"),
     evidence="code of the 0.33.0 wheel (2026-11)",
     dialects=frozenset({"flat", "speculators"}), dialect_error="",
     # EAGLEConfig prefixes "Eagle3" to any architecture that lacks it, so LlamaForCausalLM
@@ -69,5 +71,49 @@ VLLM_0_33 = EngineProfile(
                         "load without error), not read in the 0.33 code",
     },
 )
+
+# The MLA draft class: vllm/model_executor/models/deepseek_eagle3.py Eagle3DeepseekV2ForCausalLM
+# (registered also as Eagle3DeepseekV3ForCausalLM), first in 0.18.0 (PR #36361).
+_READ = FlagRule(True, {"flat": False, "speculators": False})
+_NOT_READ = FlagRule(False, {"flat": False, "speculators": False})
+VLLM_MLA_0_25 = replace(
+    VLLM_0_33, covers=("0.25.0", "0.33.0"),
+    evidence="deepseek_eagle3.py read at 0.18.0, 0.22.0, 0.25.0 and 0.33.0",
+    architectures={"Eagle3DeepseekV2ForCausalLM": "deepseek_eagle3.Eagle3DeepseekV2ForCausalLM",
+                   "Eagle3DeepseekV3ForCausalLM": "alias of Eagle3DeepseekV2ForCausalLM"},
+    draft_attention="mla",
+    stacked=((".fused_qkv_a_proj", ".q_a_proj", 0), (".fused_qkv_a_proj", ".kv_a_proj_with_mqa", 1),
+             (".gate_up_proj", ".gate_proj", 0), (".gate_up_proj", ".up_proj", 1)),
+    has_input_norm=False, has_q_k_norm=False, extra_layers_have_hidden_norm=True,
+    fc_aux_top_level_layer_types=frozenset(), drop_when_off=(),
+    flags={"norm_before_residual": _READ, "norm_before_fc": _NOT_READ, "fc_norm": _READ,
+           "norm_output": _READ},
+    cites={**VLLM_0_33.cites,
+           "draft_attention": "deepseek_eagle3.py DeepseekV2Eagle3DecoderLayer: "
+                              "DeepseekV2MLAAttention with input_size 2H on layer 0 (PR #36361)",
+           "load_weights": "deepseek_eagle3.py Eagle3DeepseekV2ForCausalLM.load_weights: t2d "
+                           "skipped, d2t -> draft_id_to_target_id, model. prefixed except lm_head; "
+                           "DeepseekV2Eagle3Model.hf_to_vllm_mapper: midlayer. -> layers.0., "
+                           "q_a_proj/kv_a_proj_with_mqa -> fused_qkv_a_proj shards; "
+                           "AutoWeightsLoader raises on unknown names (0.25.0 on)",
+           "norm_flags": "deepseek_eagle3.py: norm_before_residual, fc_norm, norm_output read "
+                         "with getattr (False); no input_norm / norm_before_fc"},
+)
+VLLM_MLA_0_22 = replace(
+    VLLM_MLA_0_25, covers=("0.22.0", "0.24.0"), unknown_keys="drop_silent",
+    cites={**VLLM_MLA_0_25.cites,
+           "unknown": "deepseek_eagle3.py DeepseekV2Eagle3Model.load_weights [0.22.0-0.24.0]: "
+                      "`if name not in params_dict: continue` (the WeightsMapper loader came "
+                      "in 0.25.0)"},
+)
+VLLM_MLA_0_18 = replace(
+    VLLM_MLA_0_22, covers=("0.18.0", "0.21.0"), fc_aux_count="fixed_3", has_fc_norm=False,
+    flags={**VLLM_MLA_0_22.flags, "fc_norm": _NOT_READ, "norm_output": _NOT_READ},
+    cites={**VLLM_MLA_0_22.cites,
+           "fc_width": "deepseek_eagle3.py DeepseekV2Eagle3Model.__init__ [0.18.0]: fc input "
+                       "target_hidden_size * 3; num_aux_hidden_states from 0.22.0",
+           "norm_flags": "0.18.0-0.21.0: no fc_norm, no norm_output in deepseek_eagle3.py"},
+)
+VLLM_0_33 = replace(VLLM_0_33, mla=VLLM_MLA_0_25)
 
 PROFILES = (VLLM_0_33,)

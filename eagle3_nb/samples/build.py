@@ -552,6 +552,48 @@ def build_trained_other_layers(d: Path, w: Weights) -> None:
     write_draft(d, speculators_config([5, 6, 7]), speculators_state(w))
 
 
+# Multi-latent attention sizes of the MLA draft (Kimi-K2.5-style), scaled to the tiny target
+MLA_SIZES = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8,
+             "v_head_dim": 16}
+
+
+def mla_state(w: Weights) -> dict[str, torch.Tensor]:
+    """The good draft with its attention swapped for DeepSeek-V2 MLA (own seed: the other
+    samples keep their bytes): layers.0.self_attn.{q_a_proj, q_a_layernorm, q_b_proj,
+    kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj} over [embeds, hidden]."""
+    init, m = _Init(SEED + 1), MLA_SIZES
+    qk = m["qk_nope_head_dim"] + m["qk_rope_head_dim"]
+    attn = {
+        "q_a_proj.weight": init.linear(m["q_lora_rank"], 2 * H),
+        "q_a_layernorm.weight": init.norm(m["q_lora_rank"]),
+        "q_b_proj.weight": init.linear(NUM_HEADS * qk, m["q_lora_rank"]),
+        "kv_a_proj_with_mqa.weight": init.linear(m["kv_lora_rank"] + m["qk_rope_head_dim"], 2 * H),
+        "kv_a_layernorm.weight": init.norm(m["kv_lora_rank"]),
+        "kv_b_proj.weight": init.linear(NUM_HEADS * (m["qk_nope_head_dim"] + m["v_head_dim"]),
+                                        m["kv_lora_rank"]),
+        "o_proj.weight": init.linear(H, NUM_HEADS * m["v_head_dim"]),
+    }
+    core = {k: v for k, v in w.core.items() if ".self_attn." not in k}
+    core.update({f"layers.0.self_attn.{k}": v for k, v in attn.items()})
+    return with_vocab(w, core)
+
+
+@variant("mla-draft", "none: a healthy MLA draft (Eagle3DeepseekV2ForCausalLM, the Kimi-K2.5/K2.6 "
+         "EAGLE-3 drafts' class), layers.0.* names",
+         per_engine(expect("load_error", "no MLA draft class before 0.5.12: the architecture is "
+                           "not registered", "LOAD_ERROR"),
+                    expect("ok", "deepseek_eagle3.py loads it (fused_qkv_a_proj from q_a_proj and "
+                           "kv_a_proj_with_mqa); captures the defaults", "AUX_LAYERS_DEFAULTED"),
+                    sglang_0_5_16=DEFAULTS_OK),
+         note="SGLang serves it from 0.5.12 (kimi_k25_eagle3.py, PR #24826), vLLM from 0.18.0 "
+              "(deepseek_eagle3.py, PR #36361); the kit checks its keys and shapes but does not "
+              "simulate MLA attention")
+def build_mla_draft(d: Path, w: Weights) -> None:
+    config = flat_config(architectures=["Eagle3DeepseekV2ForCausalLM"], model_type="deepseek_v3",
+                         **MLA_SIZES)
+    write_draft(d, config, mla_state(w))
+
+
 # ---------------------------------------------------------------- manifest, README, entry point
 
 def manifest() -> dict[str, Any]:
