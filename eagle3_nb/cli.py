@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     ins = sub.add_parser("inspect", help="will each engine load this draft, and how?")
     ins.add_argument("path", help="draft checkpoint directory")
     ins.add_argument("--engine", action="append", metavar="NAME==VERSION",
-                     help="engine profile (repeatable); default: every known profile")
+                     help="engine release (repeatable); default: each engine's newest releases; all: every release range")
     ins.add_argument("--target-config", metavar="CONFIG_JSON",
                      help="the target model's config.json (resolves layer ids, context length)")
     ins.add_argument("--no-stats", action="store_true", help="headers only: skip tensor statistics")
@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--hidden-states", metavar="DIR", help="the engine's hidden-state dumps "
                      "(speculators hs_*.safetensors or SpecForge .ckpt)")
     rep.add_argument("--engine", action="append", default=[], metavar="NAME==VERSION",
-                     help="engine profile (repeatable); default: every known profile")
+                     help="engine release (repeatable); default: each engine's newest releases; all: every release range")
     rep.add_argument("--observed", metavar="FILE_OR_NUMBER",
                      help="what the engine reported: an accept length, or its log/metrics file")
     rep.add_argument("--device", choices=["cpu", "cuda"])

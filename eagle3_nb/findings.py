@@ -33,6 +33,8 @@ CODES: dict[str, str] = {
     "LM_HEAD_FROM_TARGET": "the engine borrows the target's lm_head",
     "STATS_SKIPPED": "tensors not scanned for statistics (budget or --no-stats)",
     "ENGINE_UNVERIFIED": "the kit never read this engine build: the nearest profile answered",
+    "TARGET_CAPTURE_UNCHECKED": "whether the target class captures aux states was not checked",
+    "ENGINE_BUG": "a known bug of this engine release affects this draft",
     # vocabulary mapping (d2t / t2d)
     "D2T_MISSING": "pruned draft vocab without a d2t table",
     "D2T_ABSOLUTE": "d2t holds absolute target ids instead of offsets",
@@ -131,6 +133,11 @@ NEXT_STEPS: dict[str, str] = {
                          "(python tools/engine_survey.py on the engine's history lists the "
                          "files and PRs), or check against a release the kit has a profile for "
                          "(eagle3-nb engines)",
+    "ENGINE_BUG": "upgrade {engine} to the release the finding names as fixed, or work around "
+                  "it as the finding says",
+    "TARGET_CAPTURE_UNCHECKED": "pass the target's own config.json (with architectures) as "
+                                "--target-config; else read the target class in {engine}'s "
+                                "models folder (tools/capture_table.py lists its hook)",
     "D2T_MISSING": "rebuild d2t: eagle3-nb convert CKPT NEW --fix-d2t (from t2d when present), "
                    "else from the training token counts",
     "D2T_ABSOLUTE": "eagle3-nb convert CKPT NEW --fix-d2t writes offsets into a copy and "

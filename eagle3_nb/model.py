@@ -455,6 +455,11 @@ def load_draft(path: str | Path | Checkpoint, device: str | torch.device = "cpu"
     NaN ones, as speculators saves them when the verifier was never loaded)."""
     ckpt = path if isinstance(path, Checkpoint) else Checkpoint.open(path)
     cfg = ckpt.config
+    if cfg.mla:
+        raise Eagle3NbError("the draft uses multi-latent attention (an MLA draft, "
+                            f"{(cfg.architectures or ['?'])[0]}): the kit checks its keys, shapes "
+                            "and serving (inspect, notebook 01) but cannot run it", str(ckpt.path),
+                            "use eagle3-nb inspect for this draft; measure acceptance in the engine")
     by_name = _read_tensors(ckpt)
     tensors = {canon: by_name[key] for canon, key in ckpt.canonical_keys.items()}
     fc = tensors.get("fc.weight")

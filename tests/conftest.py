@@ -10,6 +10,8 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "data_samples"
 DRAFTS = SAMPLES / "drafts"
 TARGET_CONFIG = SAMPLES / "target" / "config.json"
+# the releases the bundled samples' manifest states expectations for
+SAMPLE_ENGINES = json.loads((DRAFTS / "manifest.json").read_text(encoding="utf-8"))["engines"]
 
 
 def write_raw_safetensors(path: Path, header: dict, data: bytes, header_len: int | None = None):

@@ -86,12 +86,12 @@ def test_bad_arguments_exit_2(run_cli, args, fragment):
 
 
 def test_a_release_without_a_profile_is_answered_and_marked_unverified(run_cli):
-    """sglang 0.5.12 used to be refused; now the 0.5.9 profile answers and says it is not 0.5.12."""
-    rc, data = inspect_json(run_cli, "good", "--engine", "sglang==0.5.12")
-    assert [e["profile"] for e in data["engines"]] == ["sglang==0.5.12"]
+    """A release after the survey: the newest profile answers and says it is not that release."""
+    rc, data = inspect_json(run_cli, "good", "--engine", "sglang==0.5.24")
+    assert [e["profile"] for e in data["engines"]] == ["sglang==0.5.24"]
     unverified = [f for f in data["findings"] if f["code"] == "ENGINE_UNVERIFIED"]
-    assert unverified and "sglang==0.5.9" in unverified[0]["message"]
-    assert unverified[0]["engine"] == "sglang==0.5.12"
+    assert unverified and "sglang==0.5.23" in unverified[0]["message"]
+    assert unverified[0]["engine"] == "sglang==0.5.24"
 
 
 def test_remote_code_is_reported_never_executed(run_cli):
@@ -116,4 +116,4 @@ def test_inspect_imports_no_torch_plotly_transformers(extra):
 
 def test_engines_command_lists_ranges(run_cli):
     rc, out, _ = run_cli("engines")
-    assert rc == 0 and "sglang==0.5.9" in out and "vllm 0.33.0" in out
+    assert rc == 0 and "sglang 0.5.8 .. 0.5.10.post1" in out and "vllm 0.30.0 .. 0.33.0" in out

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import DRAFTS, table_rows
+from conftest import DRAFTS, SAMPLE_ENGINES, table_rows
 from eagle3_nb.engines import resolve_engines
 from eagle3_nb.checks.vocab import check_vocab, vocab_summary
 from eagle3_nb.viz import vocab as vv
@@ -58,7 +58,7 @@ def sample(name: str) -> tuple[dict, VocabMapping]:
         from eagle3_nb.config import parse_config
 
         ckpt = Checkpoint.open(path)
-        _cache[name] = (check_vocab(path), VocabMapping.from_checkpoint(
+        _cache[name] = (check_vocab(path, engines=SAMPLE_ENGINES), VocabMapping.from_checkpoint(
             ckpt, parse_config(ckpt.config_raw)))
     return _cache[name]
 

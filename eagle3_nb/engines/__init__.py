@@ -73,8 +73,18 @@ def _answer(mine: list[EngineProfile], name: str, version: str, key: tuple[int, 
                    evidence=f"not read: answered with the {nearest.key} profile")
 
 
+def newest_profiles() -> list[EngineProfile]:
+    """The profile of each engine's newest surveyed releases: what a check without --engine
+    answers for (older releases only when named, or with --engine all)."""
+    names = dict.fromkeys(p.name for p in PROFILES)
+    return [max((p for p in PROFILES if p.name == n), key=lambda p: release_key(p.covers[1]))
+            for n in names]
+
+
 def resolve_engines(specs: list[str] | None) -> list[EngineProfile]:
-    if not specs or specs == ["all"]:
+    if not specs:
+        return newest_profiles()
+    if specs == ["all"]:
         return list(PROFILES)
     out: list[EngineProfile] = []
     for spec in specs:
@@ -94,8 +104,10 @@ def parse_engines(engine: str | list[str] | None) -> list[str] | None:
         return None
     items = engine if isinstance(engine, list) else str(engine).split(",")
     out = []
+    if any(str(i).strip() == "all" for i in items):
+        return ["all"]
     for item in (i.strip() for i in items):
-        if not item or item == "all":
+        if not item:
             continue
         if "==" not in item:
             parts = re.split(r"[:@\s]+", item, maxsplit=1)

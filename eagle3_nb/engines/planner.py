@@ -14,8 +14,10 @@ from dataclasses import dataclass, field, replace
 from eagle3_nb.config import ABSENT, NORM_FLAGS, TRAINER_FLAG_DEFAULTS, DraftConfig, TargetInfo
 from eagle3_nb.errors import ConversionError
 from eagle3_nb.findings import ERROR, INFO, WARNING, Finding
-from eagle3_nb.engines.profile import (AS_IS, AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE,
-                                       PLUS_ONE_IF_FIRST_IS_1, EngineProfile)
+from eagle3_nb.engines.bugs import BUGS
+from eagle3_nb.engines.capture import CAPTURE, capture_fact, surveyed_release
+from eagle3_nb.engines.profile import (AS_IS, AS_IS_IF_MAX_IS_L, AUX_RULES, NO_CAPTURE, PLUS_ONE,
+                                       PLUS_ONE_IF_FIRST_IS_1, EngineProfile, release_key)
 from eagle3_nb.layouts import mla_attention_shapes, split_key
 
 DEFAULT_MAX_POSITIONS = 2048  # transformers' LlamaConfig default when the key is absent
@@ -101,11 +103,13 @@ def plan_load(profile: EngineProfile, cfg: DraftConfig, shapes: dict[str, tuple[
     keys = [ctx.key_fate(name) for name in shapes]
     ctx.report_keys(keys)
     unloaded = ctx.report_unloaded(keys)
+    ctx.report_overwritten_copies()
     aux = ctx.aux_plan()
     fc_ckpt = _fc_width(shapes)
     ctx.report_fc(aux, fc_ckpt)
     ctx.report_flags()
     ctx.report_context()
+    ctx.report_known_bugs()
     return LoadPlan(profile, keys, unloaded, aux, ctx.num_aux() * cfg.Ht, fc_ckpt, ctx.flags,
                     ctx.findings)
 
@@ -130,7 +134,7 @@ def _fc_width(shapes: dict[str, tuple[int, ...]]) -> int | None:
 
 def _effective_flag(profile: EngineProfile, cfg: DraftConfig, name: str) -> bool:
     rule, given = profile.flags[name], cfg.flag(name)
-    if not rule.read:
+    if not rule.read or cfg.dialect in rule.ignored_in:
         return False
     if given.present and given.source in rule.sources:
         return bool(given.value)
@@ -167,7 +171,8 @@ def _engine_params(profile: EngineProfile, cfg: DraftConfig, num_aux: int,
     def add(name, kind, shape, shard=None):
         params.setdefault(name, ParamSpec(kind)).shards[shard] = tuple(shape)
 
-    add("model.embed_tokens.weight", "embedding", (cfg.vocab_size, H))
+    if profile.embed_policy != "target_always":  # else the draft builds no embedding at all
+        add("model.embed_tokens.weight", "embedding", (cfg.vocab_size, H))
     add("model.fc.weight", "linear", (H, num_aux * Ht))
     if profile.has_input_norm and flags["norm_before_fc"]:
         add("model.input_norm.weight", "norm", (num_aux * Ht,))
@@ -184,7 +189,7 @@ def _engine_params(profile: EngineProfile, cfg: DraftConfig, num_aux: int,
             continue
         for shard, rows in (("q", nh * hd), ("k", nkv * hd), ("v", nkv * hd)):
             add(f"{p}self_attn.qkv_proj.weight", "linear", (rows, width), shard)
-            if cfg.attention_bias:
+            if cfg.attention_bias and profile.qkv_bias:
                 add(f"{p}self_attn.qkv_proj.bias", "linear", (rows,), shard)
         add(f"{p}self_attn.o_proj.weight", "linear", (H, nh * hd))
         if profile.has_q_k_norm and cfg.layer_model_type.startswith("qwen3"):
@@ -225,6 +230,29 @@ def _mla_params(profile: EngineProfile, cfg: DraftConfig, p: str, width: int, ad
             add(f"{p}self_attn.{name}.weight", kind, shape)
 
 
+def _multimodal(target: TargetInfo | None) -> bool:
+    archs = " ".join(target.architectures) if target else ""
+    return "VL" in archs or "ConditionalGeneration" in archs
+
+
+# When a known bug (engines/bugs.py) touches this draft: (context) -> bool
+BUG_CONDITIONS = {
+    "always": lambda c: True,
+    "pruned_vocab": lambda c: c.cfg.pruned_vocab,
+    "mla_fc_norm": lambda c: bool(c.cfg.mla) and c.flags.get("fc_norm", False),
+    "aux_ids_only_in_eagle_config": lambda c: bool(c.cfg.aux_layer_ids_nested)
+    and not c.cfg.aux_layer_ids_top,
+    "use_aux_false": lambda c: not c.cfg.use_aux_hidden_state.value,
+    "target_hidden_differs": lambda c: c.cfg.Ht != c.cfg.H,
+    "draft_vocab_not_64": lambda c: c.cfg.Vd % 64 != 0,
+    "aux_count_not_3": lambda c: c.num_aux() != 3,
+    "multimodal_target": lambda c: _multimodal(c.target),
+    "target_minimax_m2": lambda c: c.target is not None
+    and any("MiniMaxM2" in a for a in c.target.architectures),
+    "no_d2t": lambda c: not any(split_key(k).canonical == "d2t" for k in c.shapes),
+}
+
+
 class _Ctx:
     """Working state of one plan; methods read like the engine's own startup sequence."""
 
@@ -237,6 +265,7 @@ class _Ctx:
         self.flags: dict[str, bool] = {}
         self.params: dict[str, ParamSpec] = {}
         self.filled: dict[str, set] = {}
+        self.final_boundary: bool = profile.last_layer_capturable
 
     def add(self, code, severity, message, **evidence):
         self.findings.append(Finding(code, severity, message, evidence, self.p.key))
@@ -264,7 +293,7 @@ class _Ctx:
             self.add("LOAD_ERROR", ERROR, p.dialect_error, dialect=cfg.dialect)
             return
         if cfg.dialect == "speculators":
-            if cfg.layer_model_type not in p.speculators_layer_types:
+            if not {"*", cfg.layer_model_type} & p.speculators_layer_types:
                 why = (p.speculators_layer_type_error or "the engine has no EAGLE-3 draft class "
                        "for layer model type {layer_model_type!r}")
                 self.add("LOAD_ERROR", ERROR, why.format(layer_model_type=cfg.layer_model_type),
@@ -291,7 +320,7 @@ class _Ctx:
     def _check_architecture(self) -> None:
         archs = self.cfg.architectures
         arch = archs[0] if archs else None
-        if arch in self.p.architectures:
+        if arch in self.p.architectures or "*" in self.p.architectures:
             return
         why = self.p.architecture_errors.get(arch or "")
         known = ", ".join(self.p.architectures)
@@ -416,6 +445,11 @@ class _Ctx:
                      f"the engine leaves {len(unloaded)} parameter(s) at their initial values "
                      f"(linear layers: uninitialised memory or random init; norms: ones): "
                      f"{_preview(unloaded)}", params=unloaded)
+            if self.p.missing_params == "raise":
+                self.add("LOAD_ERROR", ERROR, "the loader checks that every parameter was "
+                         "written: ValueError 'Following weights were not initialized from "
+                         f"checkpoint' for {_preview(unloaded)}", params=unloaded,
+                         cite=self.p.cites.get("missing_params", ""))
         self._report_extra_layer_norms(unloaded)
         return unloaded
 
@@ -436,8 +470,22 @@ class _Ctx:
         param = label.split("[")[0]
         return ERROR if self.params[param].kind != "norm" else WARNING
 
+    def _target_shapes_match(self) -> bool:
+        """[V, H] of the draft equals the target's (unknown target: assumed, as is usual)."""
+        t, cfg = self.target, self.cfg
+        return t is None or ((t.vocab_size in (None, cfg.vocab_size))
+                             and (t.hidden_size in (None, cfg.H)))
+
     def _report_embedding(self) -> bool:
         cfg, has_own = self.cfg, self._has_key("embed_tokens.weight")
+        if self.p.embed_policy == "target_always":
+            self.add("EMBED_REPLACED", INFO, "the engine always uses the target's embed_tokens "
+                     "(the draft builds none)")
+            return True
+        if self.p.embed_policy == "target_if_shapes_match" and self._target_shapes_match():
+            self.add("EMBED_REPLACED", INFO, "the engine uses the target's embed_tokens "
+                     "whenever the shapes match", cite=self.p.cites.get("embed_policy", ""))
+            return True
         if self.p.embed_policy == "target_unless_hidden_differs":
             ths = cfg.target_hidden_size
             own = ths.present and ths.value != cfg.H
@@ -457,13 +505,33 @@ class _Ctx:
 
     def _report_lm_head(self) -> bool:
         cfg = self.cfg
-        if self.p.lm_head_policy == "target_if_draft_vocab_null":
+        if self.p.lm_head_policy == "own_always":
+            return False
+        if self.p.lm_head_policy == "target_if_shapes_match":
+            borrowed = not cfg.pruned_vocab and self._target_shapes_match()
+        elif self.p.lm_head_policy == "target_if_draft_vocab_null":
             borrowed = cfg.draft_vocab_size.present and cfg.draft_vocab_size.value is None
         else:
             borrowed = not cfg.pruned_vocab and not self._has_key("lm_head.weight")
         if borrowed:
             self.add("LM_HEAD_FROM_TARGET", INFO, "the engine uses the target's lm_head")
         return borrowed
+
+    def report_overwritten_copies(self) -> None:
+        """Releases that replace the draft's own trained embed_tokens or lm_head with the
+        target's whenever the shapes match (vLLM 0.9.1-0.11.0: vllm #27732, fixed by #28549)."""
+        if not self._target_shapes_match():
+            return
+        own = [name for name, policy in (("embed_tokens", self.p.embed_policy),
+                                         ("lm_head", self.p.lm_head_policy))
+               if policy == "target_if_shapes_match" and self._has_key(f"{name}.weight")
+               and not (name == "lm_head" and self.cfg.pruned_vocab)]
+        for name in own:
+            code = "EMBED_REPLACED" if name == "embed_tokens" else "LM_HEAD_FROM_TARGET"
+            self.add(code, ERROR if name == "lm_head" else WARNING, f"the engine overwrites the "
+                     f"draft's own trained {name} with the target's because the shapes match",
+                     cite=self.p.cites.get(f"{'embed' if name == 'embed_tokens' else 'lm_head'}"
+                                           "_policy", ""))
 
     def _has_key(self, canonical: str) -> bool:
         return any(split_key(k).canonical == canonical for k in self.shapes)
@@ -491,14 +559,11 @@ class _Ctx:
             if ids:
                 configured, source = list(ids), src
                 break
-        rule = p.aux_rules.get(family, PLUS_ONE)
+        rule = self._capture_rule(family)
         use_aux = bool(cfg.use_aux_hidden_state.value) if p.reads_use_aux_hidden_state else True
         trained, trained_src = trained_aux_indices(cfg, L)
         plan = AuxPlan(configured, source, rule, None, use_aux, trained, trained_src, None)
         if rule == NO_CAPTURE:
-            self.add("LOAD_ERROR", ERROR, f"the engine cannot capture aux hidden states from a "
-                     f"{family} target (the target class has no set_eagle3_layers_to_capture)",
-                     family=family, cite=p.cites.get("targets", ""))
             return plan
         if not cfg.use_aux_hidden_state.value and not p.reads_use_aux_hidden_state:
             self.add("AUX_LAYER_CONVENTION", ERROR, "the config says use_aux_hidden_state: false "
@@ -517,6 +582,77 @@ class _Ctx:
         self._report_aux(plan, L)
         return plan
 
+    def _capture_rule(self, family: str) -> str:
+        """The layer-id rule of the served target class, from the per-release capture table
+        (engines/capture.py); the profile's family rule only where the table cannot answer, and
+        then never silently. NO_CAPTURE after reporting why the engine cannot start."""
+        p, target = self.p, self.target
+        fallback = p.aux_rules.get(family)
+        self.final_boundary = p.last_layer_capturable or family in p.final_boundary_families
+        if target is None:
+            return fallback or PLUS_ONE
+        if not self._target_allowed(target):
+            return NO_CAPTURE
+        arch = target.architectures[0] if target.architectures else ""
+        fact = capture_fact(p.name, p.version, arch) if arch else None
+        if fact is None:
+            return self._capture_unchecked(arch, family, fallback)
+        where = f"{p.name} {p.version}"
+        if fact.status != CAPTURE:
+            what = ("has no EAGLE-3 capture hook" if fact.status == "no_capture" else
+                    "is not a model class it serves")
+            upgrade = (f"; the class captures from {p.name} {fact.next_capture}"
+                       if fact.next_capture else "")
+            self.add("LOAD_ERROR", ERROR, f"the target class {arch} {what} in {where}: startup "
+                     f"with an EAGLE-3 draft fails{upgrade}", architecture=arch,
+                     status=fact.status, surveyed_release=fact.release,
+                     fixed_in=fact.next_capture, cite=fact.hook or fact.change)
+            return NO_CAPTURE
+        if fact.final_boundary is not None:
+            self.final_boundary = fact.final_boundary
+        if fact.rule in AUX_RULES:
+            return fact.rule
+        self.add("TARGET_CAPTURE_UNCHECKED", WARNING, f"the capture hook of {arch} in {where} "
+                 f"({fact.hook}) has a layer-id rule the kit cannot classify: assumed the "
+                 f"{family} rule {fallback or PLUS_ONE}", architecture=arch, hook=fact.hook)
+        return fallback or PLUS_ONE
+
+    def _target_allowed(self, target: TargetInfo) -> bool:
+        """The release's gate on the target's model_type (vLLM before 0.22), if it has one."""
+        steps = [s for s in self.p.target_allowlist
+                 if release_key(s[0]) <= release_key(self.p.version)]
+        if not steps:
+            return True
+        allowed = max(steps, key=lambda s: release_key(s[0]))[1]
+        if any(a in target.model_type for a in allowed):
+            return True
+        self.add("LOAD_ERROR", ERROR, self.p.target_allowlist_error.format(
+            allowed="/".join(allowed), model_type=target.model_type),
+            model_type=target.model_type, cite=self.p.cites.get("target_allowlist", ""))
+        return False
+
+    def _capture_unchecked(self, arch: str, family: str, fallback: str | None) -> str:
+        p = self.p
+        if not arch:
+            why = "the target config names no architectures"
+        elif surveyed_release(p.name, p.version) is None:
+            why = f"no capture survey reaches {p.name} {p.version}"
+        else:
+            self.add("LOAD_ERROR", ERROR, f"the target class {arch} captures aux hidden states "
+                     f"in no surveyed {p.name} release (docs/target-capture.md): startup with an "
+                     "EAGLE-3 draft fails, or the architecture name is not one the engine serves",
+                     architecture=arch)
+            return NO_CAPTURE
+        if fallback == NO_CAPTURE:
+            self.add("LOAD_ERROR", ERROR, f"{why}, but no {family} target class captures aux "
+                     f"hidden states in {p.name} {p.version} (no set_eagle3_layers_to_capture)",
+                     family=family, cite=p.cites.get("targets", ""))
+            return NO_CAPTURE
+        self.add("TARGET_CAPTURE_UNCHECKED", WARNING, f"{why}: whether the target class "
+                 f"captures aux hidden states is not checked; assumed the {family} rule "
+                 f"{fallback or PLUS_ONE}", architecture=arch or None, family=family)
+        return fallback or PLUS_ONE
+
     def _captured(self, configured, rule, L, family, plan) -> list[int] | None:
         if configured is None:
             return _defaults(L) if L else None
@@ -530,7 +666,7 @@ class _Ctx:
             ids = sorted(set(ids))
         if L is None:
             return ids
-        top = L if self.p.last_layer_capturable else L - 1
+        top = L if self.final_boundary else L - 1
         kept = [i for i in ids if 0 <= i <= top]
         if len(kept) != len(ids):
             plan.notes.append(f"ids {sorted(set(ids) - set(kept))} are outside what a {L}-layer "
@@ -545,8 +681,9 @@ class _Ctx:
                 differs = plan.trained is not None and plan.captured is not None and \
                     plan.trained != plan.captured
                 sev = ERROR if differs else (INFO if plan.captured is not None else WARNING)
-                where = "/".join(p.aux_id_sources)
-                self.add("AUX_LAYERS_DEFAULTED", sev, f"the engine reads aux ids only from "
+                where = ("only from " + "/".join(p.aux_id_sources) if p.aux_id_sources
+                         else "from no config at all")
+                self.add("AUX_LAYERS_DEFAULTED", sev, f"the engine reads aux ids "
                          f"{where}, but this config declares them at {declared.source}: the target "
                          f"captures the defaults [2, L//2, L-3]"
                          + (f" = {plan.captured}, training used {plan.trained}" if differs else ""),
@@ -593,11 +730,31 @@ class _Ctx:
                      f"fc takes {engine_in}: shape error at the first request", width=aux.width,
                      fc_in=engine_in)
 
+    # --- known bugs --------------------------------------------------------------------------
+    def report_known_bugs(self) -> None:
+        p, v = self.p, release_key(self.p.version)
+        for bug in BUGS:
+            if bug.engine != p.name or v < release_key(bug.first):
+                continue
+            if bug.fixed is not None and v >= release_key(bug.fixed):
+                continue
+            if not BUG_CONDITIONS[bug.condition](self):
+                continue
+            fix = f"fixed in {p.name} {bug.fixed}" if bug.fixed else "not fixed in any surveyed release"
+            self.add("ENGINE_BUG", bug.severity, f"{bug.id} ({p.name} {bug.first} up to "
+                     f"{bug.fixed or 'now'}): {bug.symptom}; {fix}", bug=bug.id,
+                     fixed_in=bug.fixed, cite=bug.cite)
+
     # --- config flags ------------------------------------------------------------------------
     def report_flags(self) -> None:
         for name in NORM_FLAGS:
             rule, given = self.p.flags[name], self.cfg.flag(name)
-            if given.present and given.value and not rule.read:
+            if given.present and given.value and self.cfg.dialect in rule.ignored_in:
+                self.add("NORM_FLAG_IGNORED", ERROR, f"{name}: true in the config, but the "
+                         f"engine's {self.cfg.dialect} config path does not pass it on, so the "
+                         "draft is computed as if it were false", flag=name,
+                         cite=self.p.cites.get("norm_flags", ""))
+            elif given.present and given.value and not rule.read:
                 self.add("NORM_FLAG_IGNORED", ERROR, f"{name}: true in the config but "
                          f"the engine never reads it, so the draft is computed as if it were "
                          "false (lower acceptance, no error)", flag=name)

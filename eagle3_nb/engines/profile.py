@@ -28,8 +28,11 @@ POLICIES: dict[str, tuple[str, ...]] = {
                      "eagle_config_then_top_level_ids_then_3"),
     "draft_attention": ("gqa", "mla"),
     "extra_layer_attn_norm": ("input_layernorm", "hidden_norm"),
-    "embed_policy": ("target_unless_hidden_differs", "own_if_present"),
-    "lm_head_policy": ("target_if_draft_vocab_null", "target_if_absent_and_full_vocab"),
+    "embed_policy": ("target_unless_hidden_differs", "own_if_present", "target_always",
+                     "target_if_shapes_match"),
+    "lm_head_policy": ("target_if_draft_vocab_null", "target_if_absent_and_full_vocab",
+                       "own_always", "target_if_shapes_match"),
+    "missing_params": ("silent", "raise"),
     "d2t_reading": ("offsets", "absolute"),
 }
 DIALECTS = ("flat", "speculators")
@@ -46,6 +49,7 @@ class FlagRule:
     read: bool                               # False: the engine never reads it
     default: dict[str, bool]                 # dialect -> value used when the key is absent
     sources: tuple[str, ...] = ("top_level",)  # where it is read, first match wins
+    ignored_in: frozenset[str] = frozenset()   # dialects whose config path drops the flag
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,8 @@ class EngineProfile:
     dialect_error: str                # startup error for any other dialect
     architectures: dict[str, str]     # flat configs: accepted architectures[0] -> note
     architecture_errors: dict[str, str]  # known wrong architectures -> what happens
-    speculators_layer_types: frozenset[str]  # speculators configs: accepted layer model types
+    # speculators configs: accepted layer model types ("*": any, all built as the Llama draft)
+    speculators_layer_types: frozenset[str]
     # startup error for any other layer model type ({layer_model_type}); "": the generic text
     speculators_layer_type_error: str
     decoder_param: str                # format with i: engine parameter prefix of decoder layer i
@@ -104,6 +109,16 @@ class EngineProfile:
     eagle3_since: str = ""            # set when the release predates EAGLE-3 in this engine
     # (module, switch): keys of that module dropped silently while the switch is false
     drop_when_off: tuple[tuple[str, str], ...] = ()
+    # parameters the checkpoint leaves unwritten: "silent", or "raise" (a strict loader check)
+    missing_params: str = "silent"
+    qkv_bias: bool = True             # attention_bias drafts get q/k/v/o bias parameters
+    # target gate by model_type before the target class is asked: (first release, substrings)
+    # steps, the newest step not after the release applies; () = no such gate
+    target_allowlist: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    target_allowlist_error: str = ""
+    # families whose final boundary (index L) is capturable although last_layer_capturable is
+    # false (the capture table's per-class answer wins where it has one)
+    final_boundary_families: frozenset[str] = frozenset()
     # the draft class's attention and the weights its loader fuses
     draft_attention: str = "gqa"
     stacked: tuple[tuple[str, str, object], ...] = GQA_STACKED

@@ -1,6 +1,11 @@
-"""SGLang profiles. Facts and citations: ../shared/reference/sglang-serving.md (code of the
-released wheels 0.4.10.post2, 0.5.4.post3, 0.5.9, 0.5.16, 0.5.23; line numbers of those releases).
-Releases between the ones read are not claimed: each profile covers one release series."""
+"""SGLang profiles: every release from 0.4.4.post2 (the first with EAGLE-3) to 0.5.23 in
+contiguous ranges.
+
+The 0.5.23 profile was read in full (../shared/reference/sglang-serving.md; the wheels 0.4.10.post2,
+0.5.4.post3, 0.5.9 and 0.5.16 were read too). The ranges come from a field-by-field survey of all
+69 release tags: each watched file compared at every tag and read on both sides of each change
+(docs/engine-survey.md gives the method). Each older range cites the change that ends it by
+file, function and PR."""
 
 from __future__ import annotations
 
@@ -123,49 +128,117 @@ SGLANG_0_5_23 = replace(SGLANG_0_5_23, mla=SGLANG_MLA_0_5_13)
 _NO_MLA = {"Eagle3DeepseekV2ForCausalLM": "no MLA draft class before 0.5.12 (kimi_k25_eagle3.py, "
                                           "PR #24826): the architecture is not registered"}
 
-SGLANG_0_5_16 = replace(
-    SGLANG_0_5_23, version="0.5.16", covers=("0.5.16", "0.5.16"),
-    evidence="code of the 0.5.16 wheel (built 2026-07-25)",
-    has_input_norm=False,
-    flags={**SGLANG_0_5_23.flags, "norm_before_fc": _NEVER},
+SGLANG_0_5_23 = replace(
+    SGLANG_0_5_23, covers=("0.5.17", "0.5.23"), final_boundary_families=frozenset({"gpt_oss"}),
+    evidence="code of the 0.5.23 wheel read in full; 0.5.17-0.5.22 by the release survey (no "
+             "watched field differs)",
     cites={**SGLANG_0_5_23.cites,
-           "norm_before_fc": "absent in 0.5.16: input_norm.weight dropped silently (PR #32334)"},
-)
+           "has_input_norm": "llama_eagle3.py LlamaModel.__init__: input_norm when norm_before_fc "
+                             "(PR #32334, first in 0.5.17)",
+           "final_boundary_families": "gpt_oss.py set_eagle3_layers_to_capture and the capture "
+                                      "loop yield boundary L (PR #32334, 0.5.17)"})
 
-SGLANG_0_5_9 = replace(
-    SGLANG_0_5_16, version="0.5.9", covers=("0.5.9", "0.5.9"), mla=None,
-    architecture_errors={**SGLANG_0_5_16.architecture_errors, **_NO_MLA},
-    evidence="code of the 0.5.9 wheel (built 2026-02-23)",
+
+def _range(prev: EngineProfile, first: str, last: str, cites: dict[str, str],
+           **changes) -> EngineProfile:
+    """The profile of an older range: `prev` with the fields that differ, each cited."""
+    uncited = [f for f in changes if f not in cites]
+    if uncited:
+        raise ValueError(f"sglang {first}..{last}: no citation for {uncited}")
+    return replace(prev, version=last, covers=(first, last), cites={**prev.cites, **cites},
+                   evidence=f"release survey: fields compared at every tag {first}..{last}",
+                   **changes)
+
+
+_LLAMA_EAGLE3 = "python/sglang/srt/models/llama_eagle3.py"
+SGLANG_0_5_13 = _range(
+    SGLANG_0_5_23, "0.5.13", "0.5.16",
+    {"has_input_norm": f"{_LLAMA_EAGLE3} [<0.5.17]: no input_norm; input_norm.weight dropped "
+     "silently (PR #32334 in 0.5.17)", "flags": "norm_before_fc not read before 0.5.17",
+     "aux_rules": "gpt_oss.py set_eagle3_layers_to_capture [0.5.1-0.5.16]: +1 always; the "
+     "capture loop never yields boundary L (PR #32334 in 0.5.17)",
+     "final_boundary_families": "as aux_rules"},
+    has_input_norm=False, flags={**SGLANG_0_5_23.flags, "norm_before_fc": _NEVER},
+    aux_rules={**SGLANG_0_5_23.aux_rules, "gpt_oss": PLUS_ONE},
+    final_boundary_families=frozenset(),
+)
+SGLANG_0_5_12 = _range(
+    SGLANG_0_5_13, "0.5.12", "0.5.12.post1",
+    {"aux_rules": "deepseek_v2.py set_eagle3_layers_to_capture [0.5.4.post2-0.5.12.post1]: +1 "
+     "always (PR #25454 in 0.5.13: +1 only when layer_ids[0] == 1)",
+     "mla": "kimi_k25_eagle3.py [0.5.12]: see SGLANG_MLA_0_5_12"},
+    aux_rules={**SGLANG_0_5_13.aux_rules, "deepseek": PLUS_ONE}, mla=SGLANG_MLA_0_5_12,
+)
+SGLANG_0_5_11 = _range(
+    SGLANG_0_5_12, "0.5.11", "0.5.11",
+    {"decoder_param": f"{_LLAMA_EAGLE3} LlamaModel [<0.5.12]: one model.midlayer; layers.N and "
+     "the legacy_name_map arrived with PR #24663 (0.5.12)", "max_layers": "as decoder_param",
+     "too_many_layers_error": "as decoder_param", "renames": "as decoder_param",
+     "fc_aux_count": f"{_LLAMA_EAGLE3} [<0.5.12]: fc = Linear(hidden_size_in * 3, H)",
+     "has_fc_norm": "fc_norm / norm_output arrived with PR #24663 (0.5.12)",
+     "flags": "no fc_norm / norm_output / norm_before_fc before 0.5.12",
+     "architecture_errors": "no MLA draft class before 0.5.12 (PR #24826)",
+     "mla": "as architecture_errors"},
     decoder_param="model.midlayer.", max_layers=1,
-    too_many_layers_error='ValueError("EAGLE3 currently only supports 1 layer") (llama_eagle3.py L198-199 [0.5.9])',
+    too_many_layers_error='ValueError("EAGLE3 currently only supports 1 layer") '
+                          '(llama_eagle3.py LlamaModel.__init__)',
     renames=(), fc_aux_count="fixed_3", has_fc_norm=False,
     flags={name: _NEVER for name in SGLANG_0_5_23.flags},
-    aux_rules={"llama": PLUS_ONE, "deepseek": PLUS_ONE, "gpt_oss": AS_IS_IF_MAX_IS_L},
+    architecture_errors={**SGLANG_0_5_23.architecture_errors, **_NO_MLA}, mla=None,
+)
+SGLANG_0_5_8 = _range(
+    SGLANG_0_5_11, "0.5.8", "0.5.10.post1",
+    {"graphs_use_default_ids": "cuda_graph_runner.py [0.4.9-0.5.10.post1]: "
+     "set_eagle3_layers_to_capture() with no args before graph capture, so replayed decode "
+     "captures the defaults (fixed by PR #22836 in 0.5.11)"},
     graphs_use_default_ids=True,
-    cites={**SGLANG_0_5_23.cites,
-           "load_weights": "llama_eagle3.py L229-270 [0.5.9]: no legacy_name_map; params are "
-                           "model.midlayer.*; unknown names dropped silently",
-           "fc_width": "llama_eagle3.py L135-139 [0.5.9]: fc = Linear(hidden_size_in * 3, H)",
-           "deepseek": "deepseek_v2.py L2963-2975 [0.5.9]: always +1",
-           "graphs": "cuda_graph_runner.py L361-365 [0.5.9]: set_eagle3_layers_to_capture() with no "
-                     "args before capture; fixed by PR #22836",
-           "norm_flags": "no norm_before_fc / fc_norm / norm_output before PR #24663"},
 )
-
-SGLANG_0_5_4 = replace(
-    SGLANG_0_5_9, version="0.5.4", covers=("0.5.4", "0.5.4.post3"),
-    evidence="code of the 0.5.4.post3 wheel (built 2025-11-05)",
+SGLANG_0_5_4_POST2 = _range(
+    SGLANG_0_5_8, "0.5.4.post2", "0.5.7",
+    {"reads_use_aux_hidden_state": "model_runner.py [<0.5.8]: no use_aux_hidden_state, capture "
+     "always on (PR #14920 in 0.5.8)"},
     reads_use_aux_hidden_state=False,
-    cites={**SGLANG_0_5_9.cites, "use_aux": "model_runner.py L488-509 [0.5.4.post3]: no "
-           "use_aux_hidden_state, capture always on"},
+)
+SGLANG_0_5_2 = _range(
+    SGLANG_0_5_4_POST2, "0.5.2", "0.5.4.post1",
+    {"aux_rules": "deepseek_v2.py [<0.5.4.post2]: no set_eagle3_layers_to_capture "
+     "(AttributeError at startup; PR #12319 in 0.5.4.post2)",
+     "missing_draft_vocab_error": f"{_LLAMA_EAGLE3} [<0.5.4.post2]: draft_vocab_size read as a "
+     "plain attribute only when the head is not tied (PR #12002)"},
+    aux_rules={**SGLANG_0_5_4_POST2.aux_rules, "deepseek": NO_CAPTURE},
+    missing_draft_vocab_error=("config has no draft_vocab_size and does not tie embeddings: "
+                               "LlamaForCausalLMEagle3.__init__ reads it as a plain attribute "
+                               "(AttributeError)"),
+)
+SGLANG_0_5_1 = _range(
+    SGLANG_0_5_2, "0.5.1", "0.5.1.post3",
+    {"lm_head_policy": f"{_LLAMA_EAGLE3} [<0.5.2]: always its own ParallelLMHead(draft_vocab_"
+     "size); draft_vocab_size: null -> target lm_head from PR #9739 (0.5.2)"},
+    lm_head_policy="own_always",
+)
+SGLANG_0_4_9 = _range(
+    SGLANG_0_5_1, "0.4.9", "0.4.10.post2",
+    {"aux_rules": "no gpt_oss.py before 0.5.1 (PR #8824)",
+     "context_error": "model_config.py [0.4.x]: SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN "
+     "defaulted to true, so a longer target context only warned (ValueError from PR #9388, "
+     "0.5.1)", "context_override": "as context_error"},
+    aux_rules={**SGLANG_0_5_1.aux_rules, "gpt_oss": NO_CAPTURE}, context_error=None,
+    context_override="",
+)
+SGLANG_0_4_4 = _range(
+    SGLANG_0_4_9, "0.4.4.post2", "0.4.8.post1",
+    {"aux_id_sources": "model_runner.py [<0.4.9]: set_eagle3_layers_to_capture() with no "
+     "arguments: the draft's ids are never read, the target captures [2, L//2, L-3] (PR #6985 "
+     "in 0.4.9)",
+     "graphs_use_default_ids": "ids are never read, so graphs and eager agree",
+     "key_resolution": f"{_LLAMA_EAGLE3} load_weights [<0.4.9]: every name without "
+     "d2t/t2d/lm_head gets 'model.' prepended (PR #6985 changed it to bare-or-model)",
+     "unknown_keys": f"{_LLAMA_EAGLE3} load_weights [<0.4.9]: unknown names get a warning (or a "
+     "KeyError when they contain a stacked name such as .q_proj); modelled as skipped with a "
+     "warning"},
+    aux_id_sources=(), graphs_use_default_ids=False,
+    key_resolution="model_prefix_except_lm_head", unknown_keys="drop_logged",
 )
 
-SGLANG_0_4_10 = replace(
-    SGLANG_0_5_4, version="0.4.10", covers=("0.4.10", "0.4.10.post2"),
-    evidence="code of the 0.4.10.post2 wheel (built 2025-08-03)",
-    aux_rules={"llama": PLUS_ONE, "deepseek": NO_CAPTURE, "gpt_oss": NO_CAPTURE},
-    cites={**SGLANG_0_5_4.cites, "targets": "0.4.10.post2: set_eagle3_layers_to_capture only in "
-           "llama, mllama4, qwen3, qwen3_moe (AttributeError for other targets)"},
-)
-
-PROFILES = (SGLANG_0_4_10, SGLANG_0_5_4, SGLANG_0_5_9, SGLANG_0_5_16, SGLANG_0_5_23)
+PROFILES = (SGLANG_0_4_4, SGLANG_0_4_9, SGLANG_0_5_1, SGLANG_0_5_2, SGLANG_0_5_4_POST2,
+            SGLANG_0_5_8, SGLANG_0_5_11, SGLANG_0_5_12, SGLANG_0_5_13, SGLANG_0_5_23)

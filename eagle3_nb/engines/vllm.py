@@ -1,5 +1,11 @@
-"""vLLM profiles. Facts and citations: ../shared/reference/speculators-and-vllm.md (code of the
-0.33.0 wheel). Patch releases of 0.33 are assumed to behave alike; nothing older is claimed."""
+"""vLLM profiles: every release from 0.8.5 (the first with EAGLE-3) to 0.33.0 in contiguous ranges.
+
+The 0.33.0 profile was read in full (../shared/reference/speculators-and-vllm.md, code of the
+0.33.0 wheel). The older ranges come from a field-by-field survey of every release tag: the code
+of each watched file was compared across all 45 releases and read at each change point
+(docs/engine-survey.md gives the method; tags to 0.10.0 are upstream tags, later ones the
+published wheels). Each range cites the change that starts it by file, function and PR; PRs
+after 2026-08-17 (0.29.0 on) have no recoverable history and are cited by release only."""
 
 from __future__ import annotations
 
@@ -114,6 +120,207 @@ VLLM_MLA_0_18 = replace(
                        "target_hidden_size * 3; num_aux_hidden_states from 0.22.0",
            "norm_flags": "0.18.0-0.21.0: no fc_norm, no norm_output in deepseek_eagle3.py"},
 )
-VLLM_0_33 = replace(VLLM_0_33, mla=VLLM_MLA_0_25)
+VLLM_0_33 = replace(VLLM_0_33, mla=VLLM_MLA_0_25, covers=("0.30.0", "0.33.0"),
+                    evidence="code of the 0.33.0 wheel read in full; 0.30.0-0.32.0 by the "
+                             "release survey (no watched field differs)")
+_MODELS = "vllm/model_executor/models/"
+_SPEC = "vllm/transformers_utils/configs/speculators/algos.py update_eagle3"
 
-PROFILES = (VLLM_0_33,)
+
+def _range(prev: EngineProfile, first: str, last: str, cites: dict[str, str],
+           **changes) -> EngineProfile:
+    """The profile of an older range: `prev` with the fields that differ, each cited."""
+    uncited = [f for f in changes if f not in cites and f not in ("mla",)]
+    if uncited:
+        raise ValueError(f"vllm {first}..{last}: no citation for {uncited}")
+    return replace(prev, version=last, covers=(first, last), cites={**prev.cites, **cites},
+                   evidence=f"release survey: fields compared at every tag {first}..{last}",
+                   **changes)
+
+
+VLLM_0_25 = _range(
+    VLLM_0_33, "0.25.0", "0.29.0",
+    {"d2t_param_needs_pruned_vocab": "llama_eagle3.py Eagle3LlamaForCausalLM.__init__ "
+     "[0.25.0-0.29.0]: draft_id_to_target_id always created (zeros); only for a pruned vocab "
+     "from 0.30.0 (matches PR #53458)"},
+    d2t_param_needs_pruned_vocab=False)
+VLLM_0_24 = _range(
+    VLLM_0_25, "0.24.0", "0.24.0",
+    {"unknown_keys": "llama_eagle3.py LlamaModel.load_weights [<=0.24.0]: params_dict[name] -> "
+     "KeyError for an unknown model.* name; AutoWeightsLoader with hf_to_vllm_mapper from 0.25.0 "
+     "(PR #47058)",
+     "unknown_error": "as unknown_keys", "ignored_unknown_suffixes": "'.bias' ignored only from "
+     "0.25.0 (PR #44589); rotary buffers skipped by substring",
+     "flags": f"{_SPEC} [0.22.0-0.24.0]: fc_norm / norm_output not copied from a speculators "
+     "config (PR #46488 in 0.25.0)", "mla": "deepseek_eagle3.py: see VLLM_MLA_0_22",
+     "last_layer_capturable": "index L: EagleModelMixin._maybe_add_hidden_state (PR #36063, "
+     "0.18.0); DeepSeek targets only from 0.25.0 (PR #46973)",
+     "final_boundary_families": "as last_layer_capturable"},
+    unknown_error="KeyError: '{param}' (LlamaModel.load_weights)",
+    ignored_unknown_suffixes=("rotary_emb.inv_freq", "rotary_emb.cos_cached",
+                              "rotary_emb.sin_cached"),
+    flags={**VLLM_0_33.flags,
+           "fc_norm": FlagRule(True, {"flat": False, "speculators": False},
+                               ignored_in=frozenset({"speculators"})),
+           "norm_output": FlagRule(True, {"flat": False, "speculators": False},
+                                   ignored_in=frozenset({"speculators"}))},
+    mla=VLLM_MLA_0_22, last_layer_capturable=False,
+    final_boundary_families=frozenset({"llama", "gpt_oss"}),
+)
+VLLM_0_22 = _range(
+    VLLM_0_24, "0.22.0", "0.23.0",
+    {"architectures": f"{_MODELS}registry.py [0.22.0-0.23.0]: no Eagle3Qwen3ForCausalLM "
+     "(qwen3_eagle3.py, PR #43132 in 0.24.0)",
+     "speculators_layer_types": f"{_SPEC} [0.10.1-0.23.0]: any transformer_layer_config "
+     "model_type accepted, architectures forced to Eagle3LlamaForCausalLM",
+     "has_q_k_norm": "the Llama draft has no q_norm/k_norm: a qwen3 layer's keys raise",
+     "fc_aux_top_level_layer_types": "no qwen3_eagle3.py before 0.24.0"},
+    architectures={k: v for k, v in VLLM_0_33.architectures.items() if "Qwen3" not in k},
+    speculators_layer_types=frozenset({"*"}), has_q_k_norm=False,
+    fc_aux_top_level_layer_types=frozenset(),
+)
+VLLM_0_19 = _range(
+    VLLM_0_22, "0.19.0", "0.21.0",
+    {"fc_aux_count": "llama_eagle3.py LlamaModel.__init__ [<=0.21.0]: fc = Linear(3 * Ht, H); "
+     "num_aux_hidden_states / eagle_config ids from 0.22.0 (PR #42764)",
+     "has_fc_norm": "fc_norm and norm_output arrive in 0.22.0 (PR #42764)",
+     "flags": "[0.19.0-0.21.0]: norm_before_fc read at the top level only (eagle_config from "
+     "0.22.0, PR #42143); fc_norm / norm_output not read",
+     "aux_id_sources": "v1/worker/gpu_model_runner.py [0.11.1-0.21.0]: top-level "
+     "eagle_aux_hidden_state_layer_ids only (PR #25961); eagle_config from 0.22.0 (PR #42764)",
+     "target_allowlist": "v1/spec_decode/eagle.py [<=0.21.0]: EAGLE-3 only for target "
+     "model_types in a list (the SupportsEagle3 check replaced it in 0.22.0, PR #42536)",
+     "target_allowlist_error": "as target_allowlist",
+     "mla": "deepseek_eagle3.py: see VLLM_MLA_0_18"},
+    fc_aux_count="fixed_3", has_fc_norm=False, aux_id_sources=("top_level",),
+    flags={"norm_before_residual": VLLM_0_33.flags["norm_before_residual"],
+           "norm_before_fc": FlagRule(True, {"flat": False, "speculators": False}),
+           "fc_norm": _NOT_READ, "norm_output": _NOT_READ},
+    target_allowlist=(("0.8.5", ("llama",)), ("0.10.1", ("llama", "qwen")),
+                      ("0.11.0", ("llama", "qwen", "minicpm", "gpt_oss")),
+                      ("0.16.0", ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl",
+                                  "hunyuan_v1_dense", "afmoe")),
+                      ("0.17.0", ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl",
+                                  "hunyuan_v1_dense", "afmoe", "nemotron_h")),
+                      ("0.18.0", ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl",
+                                  "hunyuan_v1_dense", "afmoe", "nemotron_h", "deepseek_v2",
+                                  "deepseek_v3", "kimi_k2", "kimi_k25")),
+                      ("0.19.1", ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl",
+                                  "hunyuan_v1_dense", "afmoe", "nemotron_h", "deepseek_v2",
+                                  "deepseek_v3", "kimi_k2", "kimi_k25", "minimax_m2", "gemma4")),
+                      ("0.21.0", ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl",
+                                  "hunyuan_v1_dense", "afmoe", "nemotron_h", "deepseek_v2",
+                                  "deepseek_v3", "kimi_k2", "kimi_k25", "minimax_m2", "gemma4",
+                                  "laguna"))),
+    target_allowlist_error="ValueError: Eagle3 is only supported for {allowed} models "
+                           "(the target's model_type is {model_type!r})",
+    mla=VLLM_MLA_0_18,
+)
+VLLM_0_18 = _range(
+    VLLM_0_19, "0.18.0", "0.18.1",
+    {"flags": f"{_SPEC} [0.18.x]: norm_before_fc not copied from a speculators config "
+     "(vllm #38111, fixed in 0.19.0)"},
+    flags={**VLLM_0_19.flags, "norm_before_fc": FlagRule(
+        True, {"flat": False, "speculators": False}, ignored_in=frozenset({"speculators"}))},
+)
+VLLM_0_16 = _range(
+    VLLM_0_18, "0.16.0", "0.17.1",
+    {"has_input_norm": "llama_eagle3.py [<0.18.0]: no input_norm (norm_before_fc, PR #36545 in "
+     "0.18.0): input_norm.weight raises KeyError",
+     "flags": "norm_before_fc not read before 0.18.0",
+     "drop_when_off": "the input_norm weight mapper arrived with PR #36545 (0.18.0)",
+     "final_boundary_families": "index L not capturable before 0.18.0 (PR #36063)"},
+    has_input_norm=False, flags={**VLLM_0_19.flags, "norm_before_fc": _NOT_READ},
+    drop_when_off=(("fc", "use_aux_hidden_state"),), final_boundary_families=frozenset(),
+    mla=None,
+)
+VLLM_0_12 = _range(
+    VLLM_0_16, "0.12.0", "0.15.1",
+    {"qkv_bias": "llama_eagle3.py LlamaDecoderLayer [<0.16.0]: qkv_proj built with bias=False; "
+     "attention_bias from PR #32887 (0.16.0)"},
+    qkv_bias=False,
+)
+VLLM_0_11_1 = _range(
+    VLLM_0_12, "0.11.1", "0.11.2",
+    {"reads_use_aux_hidden_state": "use_aux_hidden_state read from 0.12.0 (vllm #27688): before, "
+     "every head gets the 3 captured states through a 3H fc",
+     "drop_when_off": "no use_aux_hidden_state mapper before 0.12.0"},
+    reads_use_aux_hidden_state=False, drop_when_off=(),
+)
+VLLM_0_11_0 = _range(
+    VLLM_0_11_1, "0.11.0", "0.11.0",
+    {"max_layers": "llama_eagle3.py LlamaModel [<0.11.1]: exactly one decoder layer "
+     "(multi-layer drafts from PR #26164 in 0.11.1)", "too_many_layers_error": "as max_layers",
+     "aux_id_sources": "gpu_model_runner.py [<0.11.1]: the draft's ids are never read; the "
+     "target captures (2, L//2, L-3) (PR #25961 in 0.11.1)",
+     "embed_policy": "v1/spec_decode/eagle.py load_model [0.9.1-0.11.0]: the target's "
+     "embed_tokens whenever the shapes match, over a trained copy (vllm #27732, fixed by #28549 "
+     "in 0.11.1)",
+     "lm_head_policy": "eagle.py load_model [0.11.0]: the target's lm_head whenever the shapes "
+     "match (PR #25406), fixed by #28549 in 0.11.1",
+     "architectures": "registry.py [<0.11.1]: no Eagle3Qwen2_5vlForCausalLM (PR #22872)"},
+    max_layers=1, too_many_layers_error="only layer 0 is built: layers.1.* keys raise KeyError "
+    "(LlamaModel.load_weights)", aux_id_sources=(), embed_policy="target_if_shapes_match",
+    lm_head_policy="target_if_shapes_match",
+    architectures={"Eagle3LlamaForCausalLM": "llama_eagle3.Eagle3LlamaForCausalLM",
+                   "LlamaForCausalLMEagle3": "llama_eagle3.Eagle3LlamaForCausalLM",
+                   "LlamaForCausalLM": "prefixed to Eagle3LlamaForCausalLM"},
+)
+VLLM_0_10_2 = _range(
+    VLLM_0_11_0, "0.10.2", "0.10.2",
+    {"lm_head_policy": "eagle.py load_model [<=0.10.2]: EAGLE-3 never shares the target's "
+     "lm_head (method != 'eagle3' guard)"},
+    lm_head_policy="own_always",
+)
+VLLM_0_10_1 = _range(
+    VLLM_0_10_2, "0.10.1", "0.10.1.1",
+    {"architectures": "registry.py [0.10.1-0.10.1.1]: LlamaForCausalLMEagle3 not registered "
+     "(re-enabled by PR #24392 in 0.10.2)", "architecture_errors": "as architectures",
+     "capture_switch": "config/speculative.py [<0.10.2]: a path containing 'eagle3-' is inferred "
+     "as method eagle (EAGLE-1); name the method"},
+    architectures={"Eagle3LlamaForCausalLM": "llama_eagle3.Eagle3LlamaForCausalLM",
+                   "LlamaForCausalLM": "prefixed to Eagle3LlamaForCausalLM"},
+    architecture_errors={"LlamaForCausalLMEagle3": "not in the model registry in this release "
+                         "(PR #24392 re-added it in 0.10.2): startup fails"},
+    capture_switch='"method": "eagle3" in --speculative-config (required: a path is not enough)',
+)
+VLLM_0_9_1 = _range(
+    VLLM_0_10_1, "0.9.1", "0.10.0",
+    {"dialects": "transformers_utils/configs/speculators/ [<0.10.1]: no speculators format "
+     "(PR #21345 in 0.10.1)", "dialect_error": "as dialects",
+     "flags": "norm_before_residual read from 0.10.1 (PR #21345)",
+     "architecture_errors": "transformers_utils/configs/eagle.py EAGLEConfig [0.9.0-0.10.0]: "
+     "'Eagle3' prefixed unless the name starts with it"},
+    dialects=frozenset({"flat"}),
+    dialect_error="this release reads only flat draft configs: a speculators config (no "
+                  "model_type) fails in AutoConfig (speculators support arrived in 0.10.1, PR "
+                  "#21345); convert it: eagle3-nb convert SRC DST --to eagle",
+    flags={**VLLM_0_10_1.flags, "norm_before_residual": _NOT_READ},
+    architecture_errors={"LlamaForCausalLMEagle3": "prefixed to Eagle3LlamaForCausalLMEagle3, "
+                         "which is not registered: startup fails"},
+)
+VLLM_0_9_0 = _range(
+    VLLM_0_9_1, "0.9.0", "0.9.0.1",
+    {"missing_params": "model_loader DefaultModelLoader strict check [0.9.0-0.9.0.1]: "
+     "load_weights returned the loaded set (PR #18273); 0.9.1 returns None again (PR #18909)",
+     "embed_policy": "llama_eagle3.py [0.9.0-0.9.0.1]: the draft builds no embed_tokens when "
+     "PP=1 (PR #17326): an own copy raises KeyError (vllm #18906)"},
+    missing_params="raise", embed_policy="target_always",
+)
+VLLM_0_8_5 = _range(
+    VLLM_0_9_0, "0.8.5", "0.8.5.post1",
+    {"architectures": "v1/spec_decode/eagle.py EagleProposer.load_model [0.8.5]: always builds "
+     "Eagle3LlamaForCausalLM; the config's architectures is not read",
+     "architecture_errors": "as architectures",
+     "missing_params": "[0.8.5]: the proposer calls load_weights itself, no strict check",
+     "embed_policy": "eagle.py load_model [0.8.5]: the target's embed_tokens only if the "
+     "checkpoint has none (PR #16937)",
+     "ignored_unknown_suffixes": "no rotary-buffer skip before 0.9.0"},
+    architectures={"*": "EagleProposer builds Eagle3LlamaForCausalLM for any architectures"},
+    architecture_errors={}, missing_params="silent", embed_policy="own_if_present",
+    ignored_unknown_suffixes=(),
+)
+
+PROFILES = (VLLM_0_8_5, VLLM_0_9_0, VLLM_0_9_1, VLLM_0_10_1, VLLM_0_10_2, VLLM_0_11_0,
+            VLLM_0_11_1, VLLM_0_12, VLLM_0_16, VLLM_0_18, VLLM_0_19, VLLM_0_22, VLLM_0_24,
+            VLLM_0_25, VLLM_0_33)

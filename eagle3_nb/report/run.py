@@ -478,7 +478,7 @@ def report_values(opts: ReportOptions) -> dict[str, Any]:
     def path(p):
         return "" if p is None else str(p)
     return {"checkpoint": str(opts.checkpoint),
-            "engine": ",".join(opts.engines) or "all",
+            "engine": ",".join(opts.engines),
             "target_config": path(opts.target_config), "tokenizer": path(opts.tokenizer),
             "target": path(opts.target), "hidden_states": path(opts.hidden_states),
             "corpus": path(opts.corpus),

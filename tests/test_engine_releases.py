@@ -1,0 +1,139 @@
+"""Every engine release, in contiguous ranges read from the engines' code, and the known bugs.
+
+The ranges and bugs were located by surveying every release tag (docs/engine-survey.md); these
+tests hold the data to its own promises (contiguous, cited, every release answered) and check
+the facts the survey found at the change points on plans of real configs."""
+
+import pytest
+
+from test_engines import H, codes, flat_config, plan, speculators_config, target
+from eagle3_nb.engines import PROFILES, FIRST_EAGLE3, resolve_engine
+from eagle3_nb.engines import sglang as sglang_profiles
+from eagle3_nb.engines.bugs import BUGS
+from eagle3_nb.engines.planner import BUG_CONDITIONS
+from eagle3_nb.engines.profile import release_key
+from eagle3_nb.engines.releases import RELEASES
+
+
+@pytest.mark.parametrize("engine", sorted(RELEASES))
+def test_profiles_cover_every_release_once_without_gaps(engine):
+    releases = [r for r, _ in RELEASES[engine]]
+    mine = sorted((p for p in PROFILES if p.name == engine), key=lambda p: release_key(p.covers[0]))
+    assert mine[0].covers[0] == FIRST_EAGLE3[engine] == releases[0]
+    assert mine[-1].covers[1] == releases[-1]
+    for before, after in zip(mine, mine[1:]):
+        assert releases.index(after.covers[0]) == releases.index(before.covers[1]) + 1, \
+            (before.range_text(), after.range_text())
+    for release in releases:
+        assert sum(p.covers_release(release) for p in mine) == 1, release
+
+
+@pytest.mark.parametrize("engine", sorted(RELEASES))
+def test_every_published_release_answers_without_a_warning(engine):
+    for release, _ in RELEASES[engine]:
+        profile = resolve_engine(f"{engine}=={release}")
+        assert not profile.based_on and release_key(profile.version) == release_key(release)
+        p = plan(f"{engine}=={release}", flat_config())
+        assert "ENGINE_UNVERIFIED" not in codes(p), release
+
+
+def test_a_range_that_changes_a_field_without_a_citation_is_refused():
+    with pytest.raises(ValueError, match="no citation for \\['max_layers'\\]"):
+        sglang_profiles._range(sglang_profiles.SGLANG_0_5_11, "0.5.11", "0.5.11", {},
+                               max_layers=2)
+
+
+# --- facts at the change points ----------------------------------------------------------------
+
+def test_sglang_reads_aux_ids_only_from_0_4_9():
+    raw = flat_config(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 10, 20]})
+    before, after = plan("sglang==0.4.8.post1", raw), plan("sglang==0.4.9", raw)
+    assert before.aux.source == "default" and "AUX_LAYERS_DEFAULTED" in codes(before)
+    assert after.aux.source == "eagle_config" and after.aux.captured == [2, 11, 21]
+
+
+def test_sglang_multi_layer_drafts_from_0_5_12():
+    raw = flat_config(num_hidden_layers=2)
+    assert plan("sglang==0.5.11", raw).verdict == "load_error"
+    assert plan("sglang==0.5.12", raw).verdict != "load_error"
+
+
+def test_sglang_use_aux_hidden_state_read_from_0_5_8():
+    raw = flat_config(eagle_config={"use_aux_hidden_state": False})
+    assert "AUX_LAYER_CONVENTION" in codes(plan("sglang==0.5.7", raw))
+    assert "AUX_LAYER_CONVENTION" not in codes(plan("sglang==0.5.8", raw))
+
+
+def test_vllm_reads_no_aux_ids_before_0_11_1():
+    raw = flat_config(eagle_aux_hidden_state_layer_ids=[1, 10, 20])
+    assert plan("vllm==0.11.0", raw).aux.source == "default"
+    assert plan("vllm==0.11.1", raw).aux.captured == [1, 10, 20]
+
+
+def test_vllm_speculators_configs_from_0_10_1():
+    raw = speculators_config()
+    assert plan("vllm==0.10.0", raw).verdict == "load_error"
+    assert plan("vllm==0.10.1", raw).verdict != "load_error"
+
+
+def test_vllm_llama_eagle3_architecture_missing_in_0_10_1_only():
+    raw = flat_config()
+    assert plan("vllm==0.10.1.1", raw).verdict == "load_error"
+    assert plan("vllm==0.10.2", raw).verdict != "load_error"
+    assert plan("vllm==0.8.5", flat_config(architectures=["AnythingAtAll"])).verdict != "load_error"
+
+
+def test_vllm_norm_before_fc_dropped_for_speculators_in_0_18_only():
+    raw = speculators_config(norm_before_fc=True)
+    shapes = {"input_norm.weight": (3 * H,)}
+    found = codes(plan("vllm==0.18.1", raw, shapes={**_speculators_shapes(raw), **shapes}))
+    assert "NORM_FLAG_IGNORED" in found
+    assert "NORM_FLAG_IGNORED" not in codes(plan("vllm==0.19.0", raw,
+                                                 shapes={**_speculators_shapes(raw), **shapes}))
+
+
+def _speculators_shapes(raw):
+    from test_engines import shapes_for
+    from eagle3_nb.config import parse_config
+    return shapes_for(parse_config(raw), layer0="layers.0.")
+
+
+def test_vllm_overwrote_a_trained_lm_head_in_0_11_0():
+    raw = flat_config(draft_vocab_size=512)
+    p = plan("vllm==0.11.0", raw)
+    assert any(f.code == "LM_HEAD_FROM_TARGET" and f.severity == "error" for f in p.findings)
+    assert "LM_HEAD_FROM_TARGET" not in codes(plan("vllm==0.11.1", raw))
+
+
+def test_vllm_gated_targets_by_model_type_before_0_22():
+    raw = flat_config()
+    gated = plan("vllm==0.10.0", raw, target=target(model_type="qwen2", arch="Qwen2ForCausalLM"))
+    assert gated.verdict == "load_error"
+    assert any("only supported for llama" in f.message for f in gated.findings)
+    assert plan("vllm==0.10.2", raw,
+                target=target(model_type="qwen2", arch="Qwen2ForCausalLM")).verdict != "load_error"
+
+
+# --- known bugs ---------------------------------------------------------------------------------
+
+def test_every_bug_names_a_condition_the_planner_knows_and_a_real_range():
+    for bug in BUGS:
+        assert bug.condition in BUG_CONDITIONS, bug.id
+        assert bug.engine in RELEASES and bug.cite and bug.symptom
+        assert bug.fixed is None or release_key(bug.first) < release_key(bug.fixed), bug.id
+
+
+def test_vllm_0_9_0_discards_d2t():
+    p = plan("vllm==0.9.0", flat_config())
+    assert any(f.code == "ENGINE_BUG" and "vllm#18909" in f.message and f.severity == "error"
+               for f in p.findings)
+    assert not [f for f in plan("vllm==0.9.1", flat_config()).findings if "#18909" in f.message]
+
+
+def test_sglang_0_5_5_post3_drops_aux_states_of_vision_language_targets():
+    vl = target(model_type="qwen2_5_vl", arch="Qwen2_5_VLForConditionalGeneration")
+    bug = [f for f in plan("sglang==0.5.5.post3", flat_config(), target=vl).findings
+           if f.code == "ENGINE_BUG"]
+    assert bug and "sglang#13904" in bug[0].message and "0.5.6" in bug[0].message
+    assert not [f for f in plan("sglang==0.5.6", flat_config(), target=vl).findings
+                if f.code == "ENGINE_BUG"]
