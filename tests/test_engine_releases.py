@@ -137,3 +137,61 @@ def test_sglang_0_5_5_post3_drops_aux_states_of_vision_language_targets():
     assert bug and "sglang#13904" in bug[0].message and "0.5.6" in bug[0].message
     assert not [f for f in plan("sglang==0.5.6", flat_config(), target=vl).findings
                 if f.code == "ENGINE_BUG"]
+
+
+# --- the MLA draft class (Eagle3DeepseekV2ForCausalLM) ------------------------------------------
+
+MLA = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8,
+       "v_head_dim": 16}
+
+
+def mla_config(**extra):
+    return flat_config(architectures=["Eagle3DeepseekV2ForCausalLM"], model_type="deepseek_v3",
+                       **{**MLA, **extra})
+
+
+def mla_shapes(raw, layer0="layers.0."):
+    from test_engines import shapes_for
+    from eagle3_nb.config import parse_config
+    return shapes_for(parse_config(raw), layer0=layer0)
+
+
+@pytest.mark.parametrize("engine, served", [
+    ("sglang==0.5.11", False), ("sglang==0.5.12", True), ("sglang==0.5.23", True),
+    ("vllm==0.17.1", False), ("vllm==0.18.0", True), ("vllm==0.33", True)])
+def test_mla_drafts_load_where_the_engine_has_the_class(engine, served):
+    raw = mla_config()
+    p = plan(engine, raw, shapes=mla_shapes(raw))
+    assert (p.verdict != "load_error") == served, [(f.code, f.message) for f in p.findings]
+    if served:
+        assert not {"KEYS_DROPPED", "PARAMS_UNLOADED"} & codes(p)
+        fused = [k for k in p.keys if "kv_a_proj_with_mqa" in k.name]
+        assert fused and fused[0].param.endswith(("fused_qkv_a_proj_with_mqa.weight",
+                                                  "fused_qkv_a_proj.weight"))
+
+
+def test_sglang_mla_needs_one_layer_and_a_low_rank_query():
+    assert plan("sglang==0.5.23", mla_config(num_hidden_layers=2),
+                shapes=mla_shapes(mla_config())).verdict == "load_error"
+    raw = mla_config(q_lora_rank=None)
+    p = plan("sglang==0.5.23", raw, shapes=mla_shapes(raw))
+    assert any("q_lora_rank" in f.message and f.code == "LOAD_ERROR" for f in p.findings)
+
+
+def test_mla_unknown_keys_dropped_by_vllm_0_22_raised_from_0_25():
+    raw = mla_config()
+    shapes = {**mla_shapes(raw), "layers.0.self_attn.extra.weight": (4, 4)}
+    assert plan("vllm==0.24.0", raw, shapes=shapes).keys[-1].fate == "dropped"
+    assert plan("vllm==0.25.0", raw, shapes=shapes).verdict == "load_error"
+    logged = plan("sglang==0.5.23", raw, shapes=shapes)
+    assert any(f.code == "KEYS_DROPPED" and "warning line" in f.message for f in logged.findings)
+
+
+def test_mla_takes_its_target_rules_from_the_release():
+    """The draft class changes the loader, not the target runner: sglang 0.5.16 still adds 1 to
+    gpt-oss ids for an MLA draft, as for any draft of that release."""
+    t = target(layers=36, model_type="gpt_oss", arch="GptOssForCausalLM")
+    raw = mla_config(eagle_config={"eagle_aux_hidden_state_layer_ids": [24, 30, 36]})
+    assert plan("sglang==0.5.16", raw, shapes=mla_shapes(raw), target=t).aux.captured == [25, 31]
+    assert plan("sglang==0.5.23", raw, shapes=mla_shapes(raw),
+                target=t).aux.captured == [24, 30, 36]

@@ -46,7 +46,8 @@ def test_exit_zero_without_error_findings(run_cli):
 
 
 def test_human_table_lists_errors_first(run_cli):
-    rc, out, _ = run_cli("inspect", DRAFTS / "layers0-flat", "--target-config", TARGET_CONFIG)
+    rc, out, _ = run_cli("inspect", DRAFTS / "layers0-flat", "--target-config", TARGET_CONFIG,
+                         "--engine", "sglang==0.5.9", "--engine", "vllm==0.33")
     assert rc == 1
     assert "SILENT FAILURE" in out and "KEYS_DROPPED" in out
     first_finding = out[out.index("FINDINGS"):].splitlines()[1]

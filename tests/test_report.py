@@ -422,7 +422,7 @@ def test_parameters_per_notebook_and_skips():
     assert report_run.coerce(4, "str", "s") == "4" and report_run.coerce("1.5", "float", "f") == 1.5
     values = report_run.report_values(opts)
     assert values["target_config"] == "" and values["tokenizer"] == ""  # never bundled defaults
-    assert values["prompts"] is None and values["engine"] == "all"
+    assert values["prompts"] is None and values["engine"] == ""  # each engine's newest
 
 
 def test_options_no_notebook_takes_are_reported():

@@ -40,7 +40,9 @@ def engine_facts(engine: str) -> dict[str, str] | None:
         return None
     if p.eagle3_since:  # no EAGLE-3 in that release: no facts to give
         return None
-    where = ", then ".join(AUX_ID_PLACES[s] for s in p.aux_id_sources)
+    where = (", then ".join(AUX_ID_PLACES[s] for s in p.aux_id_sources) or
+             "no config at all (this release captures the defaults [2, L//2, L-3]; upgrade to "
+             "choose the layers)")
     rule = p.aux_rules.get("llama")
     return {"aux_ids_where": where,
             "aux_ids_convention": AUX_RULE_TEXT.get(rule, f"its Llama-family rule is {rule}"),

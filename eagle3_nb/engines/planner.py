@@ -114,6 +114,18 @@ def plan_load(profile: EngineProfile, cfg: DraftConfig, shapes: dict[str, tuple[
                     ctx.findings)
 
 
+# What a draft class decides (its module and loader); everything else (the target runner, the
+# proposer's embedding and head sharing, the release's bugs) stays with the release's profile.
+DRAFT_CLASS_FIELDS = (
+    "architectures", "architecture_errors", "draft_attention", "decoder_param", "max_layers",
+    "too_many_layers_error", "renames", "key_resolution", "unknown_keys", "unknown_error",
+    "ignored_unknown_suffixes", "stacked", "required_fields", "fc_aux_count",
+    "fc_aux_top_level_layer_types", "has_input_norm", "has_fc_norm", "has_q_k_norm",
+    "extra_layer_attn_norm", "extra_layers_have_hidden_norm", "flags", "drop_when_off",
+    "missing_draft_vocab_error", "target_hidden_null_breaks_fc", "d2t_param",
+    "d2t_param_needs_pruned_vocab", "fc_skip_when_width_is_hidden")
+
+
 def draft_class_profile(profile: EngineProfile, cfg: DraftConfig) -> EngineProfile:
     """The profile of the draft class the engine builds for this config: its MLA class when
     architectures[0] names it, else the profile itself (the Llama-style class)."""
@@ -121,8 +133,8 @@ def draft_class_profile(profile: EngineProfile, cfg: DraftConfig) -> EngineProfi
     mla = profile.mla
     if mla is None or arch not in mla.architectures:
         return profile
-    return replace(mla, version=profile.version, based_on=profile.based_on,
-                   eagle3_since=profile.eagle3_since, evidence=profile.evidence)
+    return replace(profile, mla=None, cites={**profile.cites, **mla.cites},
+                   **{name: getattr(mla, name) for name in DRAFT_CLASS_FIELDS})
 
 
 def _fc_width(shapes: dict[str, tuple[int, ...]]) -> int | None:
