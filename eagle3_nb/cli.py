@@ -352,10 +352,19 @@ def cmd_observe(args) -> int:
 
 
 def cmd_engines(args) -> int:
-    from eagle3_nb.engines import PROFILES
+    from eagle3_nb.engines import PROFILES, range_changes, releases_in
+    from eagle3_nb.engines.bugs import bugs_in
 
     for p in PROFILES:
-        print(f"{p.key:<16} covers {p.range_text():<28} {p.evidence}")
+        changed = range_changes(p)
+        what = ("changes: " + ", ".join(changed)) if changed else "first release with EAGLE-3"
+        n = len(releases_in(p))
+        print(f"{p.range_text():<34} {n:>3} release{'s' if n != 1 else ' '}  {what}")
+        bugs = bugs_in(p)
+        if bugs:
+            print(f"{'':<48}known bugs: {', '.join(b.id for b in bugs)}")
+    print("Each range's fields and citations: eagle3_nb/engines/sglang.py, vllm.py. Any other "
+          "version answers with the nearest range and a warning.")
     return EXIT_OK
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from eagle3_nb.errors import EngineSpecError
 from eagle3_nb.engines.profile import EngineProfile, is_plain_release, release_key
@@ -12,6 +12,26 @@ from eagle3_nb.engines.sglang import PROFILES as _SGLANG
 from eagle3_nb.engines.vllm import PROFILES as _VLLM
 
 PROFILES: tuple[EngineProfile, ...] = _SGLANG + _VLLM
+
+
+_BOOKKEEPING = ("version", "covers", "evidence", "cites", "based_on", "eagle3_since")
+
+
+def range_changes(profile: EngineProfile) -> list[str]:
+    """The fields in which a range differs from the engine's previous range (its MLA draft class
+    counted as one field); empty for the first range."""
+    mine = sorted((p for p in PROFILES if p.name == profile.name),
+                  key=lambda p: release_key(p.covers[0]))
+    i = next(i for i, p in enumerate(mine) if p.covers == profile.covers)
+    if i == 0:
+        return []
+    before = mine[i - 1]
+    return [f.name for f in fields(EngineProfile)
+            if f.name not in _BOOKKEEPING and getattr(before, f.name) != getattr(profile, f.name)]
+
+
+def releases_in(profile: EngineProfile) -> list[str]:
+    return [r for r, _ in RELEASES.get(profile.name, ()) if profile.covers_release(r)]
 
 
 def known_ranges() -> str:

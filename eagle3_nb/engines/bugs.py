@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eagle3_nb.engines.profile import EngineProfile, release_key
 from eagle3_nb.findings import ERROR, WARNING
 
 
@@ -80,3 +81,15 @@ BUGS: tuple[KnownBug, ...] = (
              "get_hot_token_id() is called unconditionally (AttributeError)",
              "llama_eagle3.py load_weights [<0.4.9]; fixed by PR #6985"),
 )
+
+
+def affects(bug: KnownBug, version: str) -> bool:
+    v = release_key(version)
+    return release_key(bug.first) <= v and (bug.fixed is None or v < release_key(bug.fixed))
+
+
+def bugs_in(profile: EngineProfile) -> list[KnownBug]:
+    """The known bugs that affect any release of the profile's range."""
+    first, last = (release_key(v) for v in profile.covers)
+    return [b for b in BUGS if b.engine == profile.name and release_key(b.first) <= last
+            and (b.fixed is None or release_key(b.fixed) > first)]
