@@ -71,6 +71,16 @@ class NamedWirings:
     presets: dict[str, Any]
 
 
+def engines_with(engines: list[str] | None, *wirings: str | None) -> list[str] | None:
+    """The engines of a run plus any engine release named as a wiring ("sglang==0.5.9"), so
+    that wiring exists although the default engines are only each engine's newest releases."""
+    named = [w for w in wirings if w and "==" in w]
+    if not named:
+        return engines
+    base = list(engines) if engines else [p.key for p in resolve_engines(engines)]
+    return base + [w for w in named if w not in base]
+
+
 def named_wirings(checkpoint: str | Path, target: str | Path | None = None,
                   engines: list[str] | None = None) -> NamedWirings:
     ckpt = Checkpoint.open(checkpoint)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from conftest import DRAFTS, SAMPLES, write_dumps
+from conftest import DRAFTS, SAMPLE_ENGINES, SAMPLES, write_dumps
 from eagle3_nb.acceptance import simulate
 from eagle3_nb.features import draft_features
 from eagle3_nb.session import read_prompts
@@ -108,7 +108,7 @@ def test_tokens_do_not_depend_on_the_batch_size(models):
 def test_batching_is_exact_for_other_drafts(models, draft_name, wiring):
     from eagle3_nb.session import load_for_run
 
-    draft, _, presets = load_for_run(DRAFTS / draft_name, TARGET, device="cpu")
+    draft, _, presets = load_for_run(DRAFTS / draft_name, TARGET, SAMPLE_ENGINES, device="cpu")
     target = models[1]
     prompts = [p[:n] for p, n in zip(read_prompts(SAMPLES / "prompts.jsonl", target, 4),
                                      (31, 12, 40, 20))]

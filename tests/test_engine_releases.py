@@ -195,3 +195,55 @@ def test_mla_takes_its_target_rules_from_the_release():
     assert plan("sglang==0.5.16", raw, shapes=mla_shapes(raw), target=t).aux.captured == [25, 31]
     assert plan("sglang==0.5.23", raw, shapes=mla_shapes(raw),
                 target=t).aux.captured == [24, 30, 36]
+
+
+# --- target classes per release (engines/data/capture_*.json) ---------------------------------
+
+KIMI_K25 = {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
+            "text_config": {"model_type": "kimi_k2", "num_hidden_layers": 61, "hidden_size": H,
+                            "vocab_size": 512, "max_position_embeddings": 262144}}
+
+
+def kimi_target():
+    from eagle3_nb.config import parse_target_config
+    return parse_target_config(KIMI_K25, "kimi-k2.5/config.json")
+
+
+@pytest.mark.parametrize("engine, starts", [
+    ("sglang==0.5.4", False), ("sglang==0.5.9", False), ("sglang==0.5.16", True),
+    ("sglang==0.5.23", True), ("vllm==0.17.1", False), ("vllm==0.33", True)])
+def test_the_seed_story_kimi_k25_target_capture_per_release(engine, starts):
+    """Kimi-K2.5's KimiK25ForConditionalGeneration: sglang 0.5.4 has no kimi_k25.py, 0.5.9 has
+    the class without set_eagle3_layers_to_capture (PR #19689 came after): startup fails, and the
+    finding names the release that captures; 0.5.16 and 0.5.23 serve it."""
+    raw = mla_config(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 29, 57]})
+    p = plan(engine, raw, shapes=mla_shapes(raw), target=kimi_target())
+    errors = [f for f in p.findings if f.code == "LOAD_ERROR"
+              and ("KimiK25ForConditionalGeneration" in f.message or "only supported" in f.message)]
+    assert bool(errors) != starts, [(f.code, f.message) for f in p.findings]
+    if engine == "sglang==0.5.9":
+        assert "has no EAGLE-3 capture hook" in errors[0].message
+        assert errors[0].evidence["fixed_in"] and "captures from sglang" in errors[0].message
+    if engine == "sglang==0.5.4":
+        assert "not a model class it serves" in errors[0].message
+
+
+def test_a_target_without_architectures_is_said_to_be_unchecked():
+    from eagle3_nb.config import parse_target_config
+    t = parse_target_config({"num_hidden_layers": 32, "hidden_size": H, "model_type": "llama"},
+                            "target")
+    p = plan("sglang==0.5.23", flat_config(), target=t)
+    assert "TARGET_CAPTURE_UNCHECKED" in codes(p)
+
+
+@pytest.mark.parametrize("arch", ["Glm4ForCausalLM", "GPT2LMHeadModel"])
+def test_a_target_class_that_never_captures_is_a_load_error(arch):
+    """Glm4ForCausalLM is served without a capture hook in sglang 0.5.23; GPT2LMHeadModel is in no
+    release's capture table at all."""
+    p = plan("sglang==0.5.23", flat_config(), target=target(model_type="x", arch=arch))
+    assert p.verdict == "load_error" and any(arch in f.message for f in p.findings)
+
+
+def test_a_release_past_the_capture_survey_is_unchecked_not_ok():
+    p = plan("sglang==0.5.24", flat_config(), target=target())
+    assert "ENGINE_UNVERIFIED" in codes(p)

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from conftest import DRAFTS, SAMPLES
+from conftest import DRAFTS, SAMPLE_ENGINES, SAMPLES
 from eagle3_nb.errors import DraftIdOutOfRange, Eagle3NbError
 from eagle3_nb.observed.metrics import parse_observed
 from eagle3_nb.wirings import kit_param_names
@@ -46,7 +46,7 @@ def runs():
 
     def load(name):
         if name not in loaded:
-            loaded[name] = load_for_run(DRAFTS / name, TARGET)
+            loaded[name] = load_for_run(DRAFTS / name, TARGET, SAMPLE_ENGINES)
         return loaded[name]
 
     def run(name, wiring):
@@ -187,7 +187,8 @@ def test_cli_what_if_json(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "eagle3_nb.cli", "accept",
                            str(DRAFTS / "layers0-flat"), "--target", str(TARGET),
                            "--prompts", str(prompts), "--max-new-tokens", "12",
-                           "--observed", str(log), "--json"], capture_output=True, text=True)
+                           "--observed", str(log), "--engine", "sglang==0.5.9", "--json"],
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["observed_accept_length"] == pytest.approx(1.02)

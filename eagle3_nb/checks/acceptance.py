@@ -21,7 +21,7 @@ from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.findings import ERROR, WARNING, Finding, collapses
 from eagle3_nb.model import as_engine_leaves
 from eagle3_nb.observed.metrics import parse_observed
-from eagle3_nb.session import NotInDump, load_dump_run, load_for_run, read_prompts
+from eagle3_nb.session import NotInDump, engines_with, load_dump_run, load_for_run, read_prompts
 from eagle3_nb.whatif import at_floor, observed_accept_length, rank, run_what_if, what_if_json
 
 
@@ -79,7 +79,8 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
 
 def _simulate_wirings(check, target, prompts, compare, n_samples, what_if, engines, device,
                       batch_size):
-    draft, tgt, presets = load_for_run(check.checkpoint, target, engines, device)
+    draft, tgt, presets = load_for_run(check.checkpoint, target,
+                                       engines_with(engines, check.wiring, compare), device)
     for name in (check.wiring, compare):
         if name and name not in presets:
             raise Eagle3NbError(f"unknown wiring {name!r}", "wiring", f"one of: {', '.join(presets)}")
@@ -175,8 +176,8 @@ def score_on_dumps(checkpoint: str | Path, hidden_states: str | Path, num_steps:
     engine's unloaded parameters reset as in a live run; default: trained, single_layer and
     every engine. A wiring the engine refuses or the dump cannot feed is a row with `error` or
     `unmeasured` instead of numbers."""
-    run = load_dump_run(checkpoint, hidden_states, engines, n_samples, device, target,
-                        dump_layer_ids)
+    run = load_dump_run(checkpoint, hidden_states, engines_with(engines, *(wirings or [])),
+                        n_samples, device, target, dump_layer_ids)
     names = wirings or ["trained", "single_layer", *(p.key for p in run.profiles)]
     unknown = [n for n in names if n not in run.presets]
     if unknown:
@@ -202,7 +203,7 @@ def measure_acceptance(checkpoint: str | Path, target: str | Path, prompts: str 
                        n_samples: int | None = None, device: str | None = None,
                        stop_at_eos: bool = False, batch_size: int = 8):
     """Simulated chain speculative decoding of the prompts under one named wiring."""
-    draft, tgt, presets = load_for_run(checkpoint, target, device=device)
+    draft, tgt, presets = load_for_run(checkpoint, target, engines_with(None, wiring), device)
     if wiring not in presets:
         raise Eagle3NbError(f"unknown wiring {wiring!r}", "--wiring",
                             f"one of: {', '.join(presets)}")
@@ -214,11 +215,12 @@ def measure_acceptance(checkpoint: str | Path, target: str | Path, prompts: str 
 def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path, observed=None,
             num_steps: int = 4, max_new_tokens: int = 64, n_samples: int | None = None,
             device: str | None = None, wirings: list[str] | None = None,
-            batch_size: int = 8) -> dict[str, Any]:
+            batch_size: int = 8, engines: list[str] | None = None) -> dict[str, Any]:
     """Every named wiring (or the given ones) simulated on the prompts and ranked against what
     the engine reported (a number, a log, metrics text, SGLang JSON, or None)."""
     obs = parse_observed(observed) if observed is not None else None
-    draft, tgt, presets = load_for_run(checkpoint, target, device=device)
+    draft, tgt, presets = load_for_run(checkpoint, target,
+                                       engines_with(engines, *(wirings or [])), device)
     unknown = [w for w in wirings or [] if w not in presets]
     if unknown:
         raise Eagle3NbError(f"unknown wiring(s) {unknown}", "wirings", f"one of: {', '.join(presets)}")

@@ -17,8 +17,8 @@ from eagle3_nb.drift import features_drift, mean_layer_similarity, weighted_mean
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.findings import sort_findings
 from eagle3_nb.model import Wiring, as_engine_leaves, load_draft
-from eagle3_nb.session import (REFERENCE, FeatureSource, LiveFeatures, NotInDump, load_dump_run,
-                               named_wirings, pick_device, read_prompts)
+from eagle3_nb.session import (REFERENCE, FeatureSource, LiveFeatures, NotInDump, engines_with,
+                               load_dump_run, named_wirings, pick_device, read_prompts)
 from eagle3_nb.target import TargetModel
 from eagle3_nb.trace import trace_shapes
 
@@ -42,7 +42,7 @@ def check_hidden_states(checkpoint: str | Path, target: str | Path | None = None
                             "give the target model directory, or the engine's dumps")
 
     dev, dtype = pick_device(device)
-    named = named_wirings(checkpoint, target, engines)
+    named = named_wirings(checkpoint, target, engines_with(engines, *wirings))
     cfg, info, presets = named.cfg, named.target_info, named.presets
     chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in named.profiles]
     tgt = TargetModel.load(target, device=dev, dtype=dtype)
@@ -105,8 +105,8 @@ def check_dumps(checkpoint: str | Path, hidden_states: str | Path, engines: list
                 target: str | Path | None = None, dump_layer_ids=None) -> dict[str, Any]:
     """The same answer as hidden_check.check_hidden_states, from dumps (load_dump_run says what
     target and dump_layer_ids give)."""
-    run = load_dump_run(checkpoint, hidden_states, engines, n_samples, device, target,
-                        dump_layer_ids)
+    run = load_dump_run(checkpoint, hidden_states, engines_with(engines, *wirings), n_samples,
+                        device, target, dump_layer_ids)
     presets, trained = run.presets, run.presets["trained"]
     chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in run.profiles]
     rows = [evaluate_wiring(run.draft, run, w, trained) for w in chosen]

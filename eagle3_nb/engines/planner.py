@@ -247,6 +247,11 @@ def _multimodal(target: TargetInfo | None) -> bool:
     return "VL" in archs or "ConditionalGeneration" in archs
 
 
+# Capture-table rules that leave the numbering to the profile: "fixed_default" (the hook ignores
+# the ids; those releases read none, aux_id_sources is empty) and "of_language_model" (a wrapper
+# that hands the ids to its language model, which numbers them as the family does).
+DEFERRED_RULES = ("fixed_default", "of_language_model")
+
 # When a known bug (engines/bugs.py) touches this draft: (context) -> bool
 BUG_CONDITIONS = {
     "always": lambda c: True,
@@ -624,6 +629,8 @@ class _Ctx:
             self.final_boundary = fact.final_boundary
         if fact.rule in AUX_RULES:
             return fact.rule
+        if fact.rule in DEFERRED_RULES:
+            return fallback or PLUS_ONE
         self.add("TARGET_CAPTURE_UNCHECKED", WARNING, f"the capture hook of {arch} in {where} "
                  f"({fact.hook}) has a layer-id rule the kit cannot classify: assumed the "
                  f"{family} rule {fallback or PLUS_ONE}", architecture=arch, hook=fact.hook)

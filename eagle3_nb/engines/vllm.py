@@ -11,19 +11,34 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from eagle3_nb.engines.profile import AS_IS, EngineProfile, FlagRule
+from eagle3_nb.engines.profile import AS_IS, EngineProfile, FlagRule, release_key
+
+# registry.py _SPECULATIVE_DECODING_MODELS: EAGLE-3 draft names served by llama_eagle3, with the
+# release that registered each (the release survey, docs/engine-facts-vllm.md)
+_LLAMA_DRAFT_NAMES = (("0.11.1", "Eagle3Qwen2_5vlForCausalLM"), ("0.12.0", "Eagle3Qwen3vlForCausalLM"),
+                      ("0.20.0", "Eagle3MiniMaxM2ForCausalLM"), ("0.22.0", "PEagleDraftModel"),
+                      ("0.22.0", "PeagleLlamaForCausalLM"))
+
+
+def _llama_drafts(release: str) -> dict[str, str]:
+    """The architecture names that reach llama_eagle3 in this release."""
+    return {"LlamaForCausalLMEagle3": "llama_eagle3.Eagle3LlamaForCausalLM",
+            "Eagle3LlamaForCausalLM": "llama_eagle3.Eagle3LlamaForCausalLM",
+            # EAGLEConfig prefixes "Eagle3" to a name that lacks it (configs/eagle.py)
+            "LlamaForCausalLM": "prefixed to Eagle3LlamaForCausalLM",
+            **{name: "llama_eagle3.Eagle3LlamaForCausalLM (registry alias)"
+               for since, name in _LLAMA_DRAFT_NAMES
+               if release_key(since) <= release_key(release)}}
+
 
 VLLM_0_33 = EngineProfile(
     name="vllm", version="0.33", covers=("0.33.0", "0.33.0"),
     evidence="code of the 0.33.0 wheel (2026-11)",
     dialects=frozenset({"flat", "speculators"}), dialect_error="",
-    # EAGLEConfig prefixes "Eagle3" to any architecture that lacks it, so LlamaForCausalLM
-    # resolves to Eagle3LlamaForCausalLM (transformers_utils/configs/eagle.py).
-    architectures={"LlamaForCausalLMEagle3": "llama_eagle3.Eagle3LlamaForCausalLM",
-                   "Eagle3LlamaForCausalLM": "llama_eagle3.Eagle3LlamaForCausalLM",
-                   "LlamaForCausalLM": "prefixed to Eagle3LlamaForCausalLM",
+    architectures={**_llama_drafts("0.33.0"),
                    "Eagle3Qwen3ForCausalLM": "qwen3_eagle3.Eagle3Qwen3ForCausalLM",
-                   "Qwen3ForCausalLM": "prefixed to Eagle3Qwen3ForCausalLM"},
+                   "Qwen3ForCausalLM": "prefixed to Eagle3Qwen3ForCausalLM",
+                   "PeagleQwen3ForCausalLM": "qwen3_eagle3.Eagle3Qwen3ForCausalLM"},
     architecture_errors={},
     speculators_layer_types=frozenset({"llama", "qwen3"}),
     speculators_layer_type_error="ValueError: Unsupported model_type {layer_model_type!r} for "
@@ -175,12 +190,12 @@ VLLM_0_22 = _range(
      "model_type accepted, architectures forced to Eagle3LlamaForCausalLM",
      "has_q_k_norm": "the Llama draft has no q_norm/k_norm: a qwen3 layer's keys raise",
      "fc_aux_top_level_layer_types": "no qwen3_eagle3.py before 0.24.0"},
-    architectures={k: v for k, v in VLLM_0_33.architectures.items() if "Qwen3" not in k},
+    architectures=_llama_drafts("0.23.0"),
     speculators_layer_types=frozenset({"*"}), has_q_k_norm=False,
     fc_aux_top_level_layer_types=frozenset(),
 )
-VLLM_0_19 = _range(
-    VLLM_0_22, "0.19.0", "0.21.0",
+VLLM_0_20 = _range(
+    VLLM_0_22, "0.20.0", "0.21.0",
     {"fc_aux_count": "llama_eagle3.py LlamaModel.__init__ [<=0.21.0]: fc = Linear(3 * Ht, H); "
      "num_aux_hidden_states / eagle_config ids from 0.22.0 (PR #42764)",
      "has_fc_norm": "fc_norm and norm_output arrive in 0.22.0 (PR #42764)",
@@ -191,6 +206,8 @@ VLLM_0_19 = _range(
      "target_allowlist": "v1/spec_decode/eagle.py [<=0.21.0]: EAGLE-3 only for target "
      "model_types in a list (the SupportsEagle3 check replaced it in 0.22.0, PR #42536)",
      "target_allowlist_error": "as target_allowlist",
+     "architectures": "registry.py [<0.22.0]: no PEagleDraftModel / PeagleLlamaForCausalLM "
+     "(PR #41826, 0.22.0)",
      "mla": "deepseek_eagle3.py: see VLLM_MLA_0_18"},
     fc_aux_count="fixed_3", has_fc_norm=False, aux_id_sources=("top_level",),
     flags={"norm_before_residual": VLLM_0_33.flags["norm_before_residual"],
@@ -214,7 +231,12 @@ VLLM_0_19 = _range(
                                   "laguna"))),
     target_allowlist_error="ValueError: Eagle3 is only supported for {allowed} models "
                            "(the target's model_type is {model_type!r})",
-    mla=VLLM_MLA_0_18,
+    mla=VLLM_MLA_0_18, architectures=_llama_drafts("0.21.0"),
+)
+VLLM_0_19 = _range(
+    VLLM_0_20, "0.19.0", "0.19.1",
+    {"architectures": "registry.py [<0.20.0]: no Eagle3MiniMaxM2ForCausalLM (PR #37512, 0.20.0)"},
+    architectures=_llama_drafts("0.19.1"),
 )
 VLLM_0_18 = _range(
     VLLM_0_19, "0.18.0", "0.18.1",
@@ -244,8 +266,9 @@ VLLM_0_11_1 = _range(
     VLLM_0_12, "0.11.1", "0.11.2",
     {"reads_use_aux_hidden_state": "use_aux_hidden_state read from 0.12.0 (vllm #27688): before, "
      "every head gets the 3 captured states through a 3H fc",
-     "drop_when_off": "no use_aux_hidden_state mapper before 0.12.0"},
-    reads_use_aux_hidden_state=False, drop_when_off=(),
+     "drop_when_off": "no use_aux_hidden_state mapper before 0.12.0",
+     "architectures": "registry.py [<0.12.0]: no Eagle3Qwen3vlForCausalLM (PR #29594, 0.12.0)"},
+    reads_use_aux_hidden_state=False, drop_when_off=(), architectures=_llama_drafts("0.11.2"),
 )
 VLLM_0_11_0 = _range(
     VLLM_0_11_1, "0.11.0", "0.11.0",
@@ -322,5 +345,5 @@ VLLM_0_8_5 = _range(
 )
 
 PROFILES = (VLLM_0_8_5, VLLM_0_9_0, VLLM_0_9_1, VLLM_0_10_1, VLLM_0_10_2, VLLM_0_11_0,
-            VLLM_0_11_1, VLLM_0_12, VLLM_0_16, VLLM_0_18, VLLM_0_19, VLLM_0_22, VLLM_0_24,
-            VLLM_0_25, VLLM_0_33)
+            VLLM_0_11_1, VLLM_0_12, VLLM_0_16, VLLM_0_18, VLLM_0_19, VLLM_0_20, VLLM_0_22,
+            VLLM_0_24, VLLM_0_25, VLLM_0_33)
