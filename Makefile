@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 KERNEL := eagle3-nb
 
-.PHONY: setup test test-fast demo samples train-samples bench clean
+.PHONY: setup test test-fast demo samples train-samples bench clean engine-env test-engines engine-truth
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,7 +17,12 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
+# The probe's real-engine tests need side environments with SGLang 0.5.23 and vLLM 0.33.0
+# (about 40 s each from a warm pip cache, 2.3 GB); when one cannot be built here, its tests
+# skip and say why.
 test: $(STAMP)
+	-tools/engine_env.sh sglang 0.5.23
+	-tools/engine_env.sh vllm 0.33.0
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # No notebooks, no model runs: the header path, engines, viz, the rules of the house.
@@ -44,6 +49,23 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_stats.py
 	$(PY) benchmarks/bench_draft.py --quick
 	$(PY) benchmarks/bench_accept.py --quick
+
+# Side environments for `eagle3-nb probe` under .cache/engines/ (on top of .venv, cached):
+# make engine-env ENGINE=sglang VERSION=0.5.23; about 35 s each with a warm pip cache.
+ENGINE ?= sglang
+VERSION ?= 0.5.23
+engine-env: $(STAMP)
+	tools/engine_env.sh $(ENGINE) $(VERSION)
+
+# The probe against the real engines (sets up sglang 0.5.23 and vllm 0.33.0 side envs first).
+test-engines: $(STAMP)
+	tools/engine_env.sh sglang 0.5.23
+	tools/engine_env.sh vllm 0.33.0
+	EAGLE3NB_ENGINE_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_probe.py
+
+# Every profiled release the probe can install, over every bundled sample draft.
+engine-truth: $(STAMP)
+	$(PY) tools/engine_truth.py --out docs/engine-truth.md
 
 clean:
 	rm -rf $(VENV) reports

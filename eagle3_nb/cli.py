@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     ins = sub.add_parser("inspect", help="will each engine load this draft, and how?")
     ins.add_argument("path", help="draft checkpoint directory")
     ins.add_argument("--engine", action="append", metavar="NAME==VERSION",
-                     help="engine release (repeatable); default: each engine's newest releases; all: every release range")
+                     help="engine release (repeatable); default: each engine's newest releases; "
+                          "all: every release range")
     ins.add_argument("--target-config", metavar="CONFIG_JSON",
                      help="the target model's config.json (resolves layer ids, context length)")
     ins.add_argument("--no-stats", action="store_true", help="headers only: skip tensor statistics")
@@ -90,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--n-samples", type=_positive, default=None, metavar="N")
     acc.add_argument("--batch-size", type=int, default=8, metavar="B",
                      help="prompts decoded together (the tokens do not depend on it)")
+    acc.add_argument("--engine", action="append", default=None, metavar="NAME==VERSION",
+                     help="engine releases whose wirings to simulate (repeatable); default: "
+                          "each engine's newest; a --wiring NAME==VERSION adds its own")
     acc.add_argument("--wiring", default="trained")
     acc.add_argument("--list-wirings", action="store_true")
     acc.add_argument("--what-if", action="store_true",
@@ -111,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--hidden-states", metavar="DIR", help="the engine's hidden-state dumps "
                      "(speculators hs_*.safetensors or SpecForge .ckpt)")
     rep.add_argument("--engine", action="append", default=[], metavar="NAME==VERSION",
-                     help="engine release (repeatable); default: each engine's newest releases; all: every release range")
+                     help="engine release (repeatable); default: each engine's newest releases; "
+                          "all: every release range")
     rep.add_argument("--observed", metavar="FILE_OR_NUMBER",
                      help="what the engine reported: an accept length, or its log/metrics file")
     rep.add_argument("--device", choices=["cpu", "cuda"])
@@ -159,6 +164,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     eng = sub.add_parser("engines", help="list the engine profiles and the versions they cover")
     eng.set_defaults(func=cmd_engines)
+
+    prb = sub.add_parser("probe", help="run the INSTALLED engine's own draft loader on DRAFT and "
+                         "compare it with the engine's profile (needs the engine: make engine-env)")
+    prb.add_argument("draft", help="draft checkpoint directory")
+    prb.add_argument("--engine", required=True, choices=("sglang", "vllm"),
+                     help="the engine to import (whatever release this Python has)")
+    prb.add_argument("--target-config", default=None,
+                     help="target config.json or directory (vLLM builds the draft against it)")
+    prb.add_argument("--json", action="store_true", help="print the result as JSON")
+    prb.set_defaults(func=cmd_probe)
     return parser
 
 
@@ -235,7 +250,7 @@ def cmd_accept(args) -> int:
     if args.hidden_states:
         return _accept_on_dumps(args)
     if args.list_wirings:
-        for name, w in named_wirings(args.checkpoint, args.target).presets.items():
+        for name, w in named_wirings(args.checkpoint, args.target, args.engine).presets.items():
             print(f"{name:<30} {w.note}")
         return EXIT_OK
     prompts = args.prompts or str(samples_dir() / "prompts.jsonl")
@@ -261,7 +276,7 @@ def _accept_what_if(args, prompts: str) -> int:
 
     report = what_if(args.checkpoint, args.target, prompts, args.observed, args.num_steps,
                      args.max_new_tokens, args.n_samples, args.device,
-                     batch_size=args.batch_size)
+                     batch_size=args.batch_size, engines=args.engine)
     if args.json:
         sys.stdout.write(json_text(report) + "\n")
         return EXIT_OK
@@ -367,6 +382,15 @@ def cmd_engines(args) -> int:
           "version answers with the nearest range and a warning.")
     return EXIT_OK
 
+
+
+def cmd_probe(args) -> int:
+    """Exit 0 when the installed engine agrees with its profile, 1 when it differs."""
+    from eagle3_nb.probe import probe_checkpoint
+
+    result = probe_checkpoint(args.draft, args.engine, args.target_config)
+    print(json_text(result.to_json()) if args.json else result.summary())
+    return EXIT_OK if result.agrees else EXIT_FINDINGS
 
 if __name__ == "__main__":
     sys.exit(main())

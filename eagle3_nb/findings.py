@@ -33,6 +33,8 @@ CODES: dict[str, str] = {
     "LM_HEAD_FROM_TARGET": "the engine borrows the target's lm_head",
     "STATS_SKIPPED": "tensors not scanned for statistics (budget or --no-stats)",
     "ENGINE_UNVERIFIED": "the kit never read this engine build: the nearest profile answered",
+    "ENGINE_DISAGREES": "the installed engine's own loader did otherwise than its profile predicts",
+    "ENGINE_AGREES": "the installed engine's own loader did what its profile predicts",
     "TARGET_CAPTURE_UNCHECKED": "whether the target class captures aux states was not checked",
     "ENGINE_BUG": "a known bug of this engine release affects this draft",
     # vocabulary mapping (d2t / t2d)
@@ -138,6 +140,12 @@ NEXT_STEPS: dict[str, str] = {
     "TARGET_CAPTURE_UNCHECKED": "pass the target's own config.json (with architectures) as "
                                 "--target-config; else read the target class in {engine}'s "
                                 "models folder (tools/capture_table.py lists its hook)",
+    "ENGINE_DISAGREES": "trust the probe over the profile for this build: the profile (or the "
+                        "installed build) differs; report the difference with the line the probe "
+                        "shows so the {engine} profile can be fixed (eagle3-nb probe CKPT "
+                        "--engine NAME --json)",
+    "ENGINE_AGREES": "nothing to do: the profile's answer for {engine} is confirmed by the "
+                     "installed engine",
     "D2T_MISSING": "rebuild d2t: eagle3-nb convert CKPT NEW --fix-d2t (from t2d when present), "
                    "else from the training token counts",
     "D2T_ABSOLUTE": "eagle3-nb convert CKPT NEW --fix-d2t writes offsets into a copy and "

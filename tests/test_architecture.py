@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("session",),
     ("observed",),
     ("checks", "convert"),
+    ("probe",),
     ("viz",),
     ("widgets",),
     ("report",),

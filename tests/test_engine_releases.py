@@ -146,8 +146,8 @@ MLA = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_he
 
 
 def mla_config(**extra):
-    return flat_config(architectures=["Eagle3DeepseekV2ForCausalLM"], model_type="deepseek_v3",
-                       **{**MLA, **extra})
+    return flat_config(**{"architectures": ["Eagle3DeepseekV2ForCausalLM"],
+                          "model_type": "deepseek_v2", **MLA, **extra})
 
 
 def mla_shapes(raw, layer0="layers.0."):
@@ -247,3 +247,12 @@ def test_a_target_class_that_never_captures_is_a_load_error(arch):
 def test_a_release_past_the_capture_survey_is_unchecked_not_ok():
     p = plan("sglang==0.5.24", flat_config(), target=target())
     assert "ENGINE_UNVERIFIED" in codes(p)
+
+
+def test_vllm_rewrites_a_deepseek_v3_draft_config_to_its_mtp_head():
+    """Found by eagle3-nb probe on vllm 0.33.0: the speculative config turns model_type
+    deepseek_v3 into deepseek_mtp before the draft class is chosen; SGLang keys on the class."""
+    raw = mla_config(model_type="deepseek_v3")
+    p = plan("vllm==0.33", raw, shapes=mla_shapes(raw))
+    assert p.verdict == "load_error" and any("deepseek_mtp" in f.message for f in p.findings)
+    assert plan("sglang==0.5.23", raw, shapes=mla_shapes(raw)).verdict != "load_error"

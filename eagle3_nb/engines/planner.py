@@ -72,6 +72,7 @@ class LoadPlan:
     fc_width_checkpoint: int | None
     flags: dict[str, bool]          # effective norm flags in this engine
     findings: list[Finding]
+    params: dict[str, ParamSpec] = field(default_factory=dict)  # the engine's draft parameters
 
     @property
     def verdict(self) -> str:
@@ -111,7 +112,7 @@ def plan_load(profile: EngineProfile, cfg: DraftConfig, shapes: dict[str, tuple[
     ctx.report_context()
     ctx.report_known_bugs()
     return LoadPlan(profile, keys, unloaded, aux, ctx.num_aux() * cfg.Ht, fc_ckpt, ctx.flags,
-                    ctx.findings)
+                    ctx.findings, ctx.params)
 
 
 # What a draft class decides (its module and loader); everything else (the target runner, the
@@ -177,7 +178,7 @@ def _defaults(num_layers: int) -> list[int]:
 def _engine_params(profile: EngineProfile, cfg: DraftConfig, num_aux: int,
                    flags: dict[str, bool]) -> dict[str, ParamSpec]:
     H, Ht, hd = cfg.H, cfg.Ht, cfg.head_dim
-    nh, nkv, inter = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size
+    nh, nkv = cfg.num_attention_heads, cfg.num_key_value_heads
     params: dict[str, ParamSpec] = {}
 
     def add(name, kind, shape, shard=None):
@@ -320,6 +321,11 @@ class _Ctx:
         if p.max_layers is not None and cfg.num_hidden_layers > p.max_layers:
             self.add("LOAD_ERROR", ERROR, f"{cfg.num_hidden_layers} decoder layers: "
                      f"{p.too_many_layers_error}", num_hidden_layers=cfg.num_hidden_layers)
+        why = p.draft_model_type_errors.get(cfg.layer_model_type)
+        if why:
+            self.add("LOAD_ERROR", ERROR, f"model_type {cfg.layer_model_type!r}: {why}",
+                     layer_model_type=cfg.layer_model_type,
+                     cite=p.cites.get("draft_model_type_errors", ""))
         if p.draft_attention == "mla" and not cfg.mla:
             self.add("LOAD_ERROR", ERROR, f"{p.name}'s MLA draft class needs kv_lora_rank, "
                      "qk_nope_head_dim, qk_rope_head_dim and v_head_dim in the config: it has "
@@ -481,6 +487,10 @@ class _Ctx:
             return True  # trained without aux states: fc is never applied
         if spec.kind == "vocab_map":
             return not cfg.pruned_vocab  # identity mapping is right for a full vocab
+        m = _LAYER_PARAM.search(param)
+        if (param.endswith("hidden_norm.weight") and m and int(m.group(1)) >= 1
+                and self.p.extra_layer_attn_norm == "input_layernorm"):
+            return True  # built in every layer, read only by layer 0 (vLLM llama_eagle3.py)
         return False
 
     def _severity_of_unloaded(self, label: str) -> str:

@@ -53,7 +53,7 @@ VLLM_0_33 = EngineProfile(
     fc_aux_count="num_aux_then_eagle_config_then_3",
     fc_aux_top_level_layer_types=frozenset({"qwen3"}),
     has_input_norm=True, has_fc_norm=True, has_q_k_norm=True,
-    extra_layer_attn_norm="input_layernorm", extra_layers_have_hidden_norm=False,
+    extra_layer_attn_norm="input_layernorm", extra_layers_have_hidden_norm=True,
     flags={"norm_before_residual": FlagRule(True, {"flat": False, "speculators": True}),
            "norm_before_fc": FlagRule(True, {"flat": False, "speculators": False},
                                       ("eagle_config", "top_level")),
@@ -67,6 +67,11 @@ VLLM_0_33 = EngineProfile(
     embed_policy="own_if_present", lm_head_policy="target_if_absent_and_full_vocab",
     target_hidden_null_breaks_fc=False, missing_draft_vocab_error=None, context_error=None,
     drop_when_off=(("input_norm", "norm_before_fc"), ("fc", "use_aux_hidden_state")),
+    draft_model_type_errors={"deepseek_v3": (
+        "the speculative config rewrites a deepseek_v3 draft config to model_type deepseek_mtp "
+        "and architectures [DeepSeekMTPModel], the MTP head, so the EAGLE-3 draft is never "
+        "built (\"Model architectures ['Eagle3DeepSeekMTPModel'] are not supported\"); give the "
+        "draft config model_type deepseek_v2 (the same MLA config class)")},
     capture_switch='"method": "eagle3" in --speculative-config',
     cites={
         "capture_switch": "reference/speculators-and-vllm.md §4: vllm/config/speculative.py "
@@ -87,9 +92,14 @@ VLLM_0_33 = EngineProfile(
         "embed": "llm_base_proposer._maybe_share_embeddings: target embeddings only when the "
                  "checkpoint has none",
         "d2t": "draft_id_to_target_id exists only if draft_vocab_size != target vocab",
-        "extra_layers": "llama_eagle3.py LlamaDecoderLayer: layers >= 1 take H inputs; that they "
-                        "carry no hidden_norm parameter is inferred (speculators' plain layers "
-                        "load without error), not read in the 0.33 code",
+        "draft_model_type_errors": "SpeculativeConfig.hf_config_override: model_type deepseek_v3 "
+                                   "-> deepseek_mtp (vllm/config.py [0.8.5-0.10.0], "
+                                   "vllm/config/speculative.py [0.10.1-0.33.0]); found by "
+                                   "eagle3-nb probe on 0.33.0",
+        "extra_layers": "llama_eagle3.py LlamaDecoderLayer.__init__: every layer builds "
+                        "hidden_norm; forward: layers >= 1 take H inputs and use input_layernorm, "
+                        "so their hidden_norm stays unwritten and unused (read in 0.11.1, 0.18.0, "
+                        "0.25.0, 0.33.0; confirmed by eagle3-nb probe on 0.33.0)",
     },
 )
 

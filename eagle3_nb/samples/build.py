@@ -589,8 +589,11 @@ def mla_state(w: Weights) -> dict[str, torch.Tensor]:
               "(deepseek_eagle3.py, PR #36361); the kit checks its keys and shapes but does not "
               "simulate MLA attention")
 def build_mla_draft(d: Path, w: Weights) -> None:
-    config = flat_config(architectures=["Eagle3DeepseekV2ForCausalLM"], model_type="deepseek_v3",
-                         **MLA_SIZES)
+    # DeepSeek-style YaRN as the Kimi drafts carry it (factor 1: no stretch of the tiny context)
+    yarn = {"type": "yarn", "factor": 1.0, "original_max_position_embeddings": MAX_POSITIONS,
+            "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}
+    config = flat_config(architectures=["Eagle3DeepseekV2ForCausalLM"], model_type="deepseek_v2",
+                         rope_scaling=yarn, **MLA_SIZES)
     write_draft(d, config, mla_state(w))
 
 

@@ -1,0 +1,127 @@
+"""Proof instead of prediction: run the INSTALLED engine's own draft class and `load_weights`
+on a checkpoint and compare what it did with the engine's profile (engines.planner.plan_load).
+
+    probe_checkpoint(draft_dir, "sglang") -> ProbeResult
+
+Imports torch and the engine; nothing on the header path imports this package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eagle3_nb.findings import Finding
+from eagle3_nb.probe.compare import Difference, compare, findings
+from eagle3_nb.probe.record import Observation, observe_load
+
+
+@dataclass
+class ProbeResult:
+    engine: str
+    version: str
+    profile: str                 # key of the profile that answered
+    profile_verified: bool       # False: the nearest profile stood in for an unread release
+    draft_class: str
+    observation: Observation
+    differences: list[Difference]
+    findings: list[Finding]
+    stubs: list[dict[str, str]]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def agrees(self) -> bool:
+        return not self.differences
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "probe", "engine": self.engine, "version": self.version,
+                "profile": self.profile, "profile_verified": self.profile_verified,
+                "draft_class": self.draft_class, "agrees": self.agrees,
+                "differences": [d.to_json() for d in self.differences],
+                "observed": self.observation.to_json(),
+                "findings": [f.to_json() for f in self.findings],
+                "stubs": self.stubs, "notes": self.notes}
+
+    def summary(self) -> str:
+        head = (f"{self.engine} {self.version} (profile {self.profile}"
+                f"{'' if self.profile_verified else ', unverified'}), {self.draft_class or 'no draft'}: "
+                + ("agrees with the profile" if self.agrees
+                   else f"{len(self.differences)} difference(s) from the profile"))
+        lines = [head]
+        obs = self.observation
+        if obs.build_error:
+            lines.append(f"  build raised: {obs.build_error}")
+        for k in obs.keys:
+            where = ", ".join(k.params) if k.params else ""
+            lines.append(f"  {k.name}: {k.fate}" + (f" -> {where}" if where else "")
+                         + (f" ({k.error})" if k.error else ""))
+        if not obs.build_error:
+            lines.append(f"  load_weights: {'raised ' + obs.raised if obs.raised else 'returned'}")
+            if obs.unwritten:
+                lines.append("  never written: " + ", ".join(
+                    f"{p}" + (f" ({s:.0%})" if s < 1 else "") for p, s in obs.unwritten.items()))
+        for d in self.differences:
+            lines.append(f"  DISAGREES {d.text()}")
+        lines.append("  stubs: " + (", ".join(s["module"] for s in self.stubs) or "none"))
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def read_weights(ckpt) -> list[tuple[str, Any]]:
+    """The checkpoint's tensors through the kit's own reader (safetensors: eagle3_nb.io; pickle:
+    already loaded with weights_only=True), as CPU torch tensors in their stored dtype."""
+    import torch
+
+    out = []
+    for name, info in ckpt.tensors.items():
+        if ckpt.format == "pickle":
+            out.append((name, ckpt.pickled_tensor(name).detach().cpu()))
+            continue
+        array = ckpt.read_array(name, max_bytes=8 << 30)
+        tensor = torch.from_numpy(array.copy())
+        dtype = _TORCH_DTYPES.get(info.dtype)
+        out.append((name, tensor.to(getattr(torch, dtype)) if dtype else tensor))
+    return out
+
+
+_TORCH_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64",
+                 "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "I64": "int64",
+                 "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+
+
+def probe_checkpoint(path: str | Path, engine: str,
+                     target_config: str | Path | None = None) -> ProbeResult:
+    from eagle3_nb.engines import resolve_engine
+    from eagle3_nb.engines.planner import plan_load
+    from eagle3_nb.io.checkpoint import Checkpoint, load_target_info
+    from eagle3_nb.probe import adapters, stubs
+
+    version = adapters.engine_version(engine)
+    ckpt = Checkpoint.open(path)
+    cfg = ckpt.config
+    target = load_target_info(target_config) if target_config else None
+    profile = resolve_engine(f"{engine}=={version}")
+    shapes = {name: t.shape for name, t in ckpt.tensors.items()}
+    plan = plan_load(profile, cfg, shapes, target)
+    weights = read_weights(ckpt)
+    notes: list[str] = []
+    target_path = Path(target_config) if target_config else None
+    try:
+        built = adapters.BUILDERS[engine](ckpt.path, target_path, profile.d2t_param)
+    except adapters.BuildError as exc:  # the engine refused this draft at startup
+        obs = Observation([], [], {}, build_error=str(exc)[:500])
+        diffs = compare(plan, obs)
+        return ProbeResult(engine, version, profile.key, not profile.based_on, "", obs, diffs,
+                           findings(diffs, f"{engine} {version}", profile.key), stubs.used(),
+                           notes)
+    notes += built.notes
+    obs = observe_load(built.model, built.load, weights, built.watch_attrs)
+    diffs = compare(plan, obs, engine_params=_profile_params(plan, cfg, shapes, target))
+    return ProbeResult(engine, version, profile.key, not profile.based_on, built.cls, obs, diffs,
+                       findings(diffs, f"{engine} {version}", profile.key), stubs.used(), notes)
+
+
+def _profile_params(plan, cfg, shapes, target) -> list[str]:
+    """The engine parameters the profile predicts (the plan's parameter set)."""
+    return list(plan.params)
