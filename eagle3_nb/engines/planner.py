@@ -549,16 +549,15 @@ class _Ctx:
         target's whenever the shapes match (vLLM 0.9.1-0.11.0: vllm #27732, fixed by #28549)."""
         if not self._target_shapes_match():
             return
-        own = [name for name, policy in (("embed_tokens", self.p.embed_policy),
-                                         ("lm_head", self.p.lm_head_policy))
-               if policy == "target_if_shapes_match" and self._has_key(f"{name}.weight")
-               and not (name == "lm_head" and self.cfg.pruned_vocab)]
-        for name in own:
-            code = "EMBED_REPLACED" if name == "embed_tokens" else "LM_HEAD_FROM_TARGET"
-            self.add(code, ERROR if name == "lm_head" else WARNING, f"the engine overwrites the "
-                     f"draft's own trained {name} with the target's because the shapes match",
-                     cite=self.p.cites.get(f"{'embed' if name == 'embed_tokens' else 'lm_head'}"
-                                           "_policy", ""))
+        copies = (("embed_tokens", "embed_policy", "EMBED_REPLACED", WARNING),
+                  ("lm_head", "lm_head_policy", "LM_HEAD_FROM_TARGET", ERROR))
+        for name, policy, code, severity in copies:
+            if getattr(self.p, policy) != "target_if_shapes_match" or \
+                    not self._has_key(f"{name}.weight") or \
+                    (name == "lm_head" and self.cfg.pruned_vocab):
+                continue
+            self.add(code, severity, f"the engine overwrites the draft's own trained {name} "
+                     "with the target's because the shapes match", cite=self.p.cites.get(policy, ""))
 
     def _has_key(self, canonical: str) -> bool:
         return any(split_key(k).canonical == canonical for k in self.shapes)
