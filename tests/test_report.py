@@ -87,6 +87,18 @@ def broken(tmp_path_factory):
             "index": (out / "index.html").read_text(encoding="utf-8")}
 
 
+@pytest.mark.notebook
+def test_notebook_outputs_name_the_report_not_its_staging_folder(full):
+    """The report builds beside --out and renames it into place; what the notebooks printed
+    names the final folder."""
+    pages = list(full["out"].glob("*/*.html")) + list(full["out"].glob("*/*.ipynb"))
+    assert pages
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "eagle3nb-tmp" not in text, page
+    assert any(str(full["out"]) in p.read_text(encoding="utf-8") for p in pages)
+
+
 def _by_name(summary: dict) -> dict[str, dict]:
     return {nb["notebook"]: nb for nb in summary["notebooks"]}
 

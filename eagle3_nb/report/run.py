@@ -159,7 +159,8 @@ def _build_report(opts: ReportOptions, steps: list[Step], hashes: dict[str, Any]
                   started: datetime, build: Path, say: Callable[[str], None],
                   kernel_name: str | None) -> dict[str, Any]:
     for i, step in enumerate(steps, 1):
-        say(f"[{i}/{len(steps)}] {step.name} ... " + run_step(step, build, kernel_name))
+        say(f"[{i}/{len(steps)}] {step.name} ... "
+            + run_step(step, build, kernel_name, published=opts.out))
     return build_summary(opts, steps, hashes, started, build)
 
 
@@ -193,9 +194,11 @@ def _clear_previous(old: Path) -> list[str]:
     return []
 
 
-def run_step(step: Step, out: Path, kernel_name: str | None = None) -> str:
+def run_step(step: Step, out: Path, kernel_name: str | None = None,
+             published: Path | None = None) -> str:
     """Execute and render one notebook; never raises for a notebook that fails. Returns the
-    progress word."""
+    progress word. `published`: where `out` will be renamed to; the executed notebook then
+    names that folder, not the staging one it ran in."""
     if step.status == "skipped":
         return f"skipped ({step.reason})"
     folder = out / step.name
@@ -208,6 +211,8 @@ def run_step(step: Step, out: Path, kernel_name: str | None = None) -> str:
     except Exception as exc:  # noqa: BLE001 - recorded in the report, the run goes on
         _record_failure(step, exc)
     executed = folder / step.notebook.name
+    if executed.is_file() and published is not None:
+        _name_published_folder(executed, out, published)
     if executed.is_file():  # papermill leaves the partly executed copy of a failed run
         try:
             render_html(executed, folder / f"{step.name}.html")
@@ -220,6 +225,18 @@ def run_step(step: Step, out: Path, kernel_name: str | None = None) -> str:
     if step.status == "ok":
         return f"ok ({step.seconds:.1f} s)"
     return f"FAILED ({step.seconds:.1f} s): {step.error}"
+
+
+def _name_published_folder(executed: Path, staging: Path, published: Path) -> None:
+    """Replace the staging folder's path in an executed notebook (its injected parameters and
+    printed lines) with the folder the report is renamed to."""
+    text = executed.read_text(encoding="utf-8")
+    staged, final = json.dumps(str(staging.resolve()))[1:-1], json.dumps(str(published))[1:-1]
+    if staged in text:
+        try:
+            atomic_write_text(executed, text.replace(staged, final))
+        except OSError as exc:
+            raise _cannot_write(exc, executed.parent) from None
 
 
 def _cannot_write(exc: OSError, where: Path) -> Eagle3NbError:
