@@ -39,6 +39,7 @@ import torch
 from eagle3_nb.io.checkpoint import read_json
 from eagle3_nb.errors import CheckpointError, DumpFormatError, Eagle3NbError, UnsafeInputError
 from eagle3_nb.io.safetensors import read_header
+from eagle3_nb.io.torchfile import check_torch_file
 
 CONVENTIONS = {"hf": 0, "output_of_layer": 1}   # id -> hidden_states[id + offset]
 FINAL_STATES = ("hf", "pre_norm")               # what index L means
@@ -569,6 +570,9 @@ def read_specforge_dump(path_or_dir: str | Path, layer_ids: Sequence[int] | None
         return [read_specforge_dump(f, layer_ids, dtype) for f in files]
     path = Path(path_or_dir)
     where = str(path)
+    if not path.is_file():  # a FIFO or device would block torch.load
+        raise DumpFormatError("is not a regular file", where, "point at the dump file itself")
+    check_torch_file(path)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

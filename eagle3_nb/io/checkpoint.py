@@ -18,6 +18,7 @@ from typing import Any
 from eagle3_nb.config import DraftConfig, TargetInfo, parse_config, parse_target_config
 from eagle3_nb.errors import CheckpointError, ConfigError, UnsafeInputError
 from eagle3_nb.layouts import split_key
+from eagle3_nb.io.torchfile import check_torch_file
 from eagle3_nb.io.safetensors import TensorInfo, iter_chunks, read_header
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -294,11 +295,12 @@ def _load_pickle(root: Path, rel: str) -> dict[str, Any]:
     import pickle
     import warnings
 
-    import torch  # only pickle checkpoints reach here
-
     path = inside(root, rel)
     if not path.is_file():  # a FIFO or device would block torch.load
         raise CheckpointError("is not a regular file", str(path), "point at the real weight file")
+    check_torch_file(path)  # before torch is even imported
+    import torch  # only pickle checkpoints reach here
+
     try:
         with warnings.catch_warnings():  # torch warns about pickle protocols; our error says it all
             warnings.simplefilter("ignore")
