@@ -256,3 +256,20 @@ def test_vllm_rewrites_a_deepseek_v3_draft_config_to_its_mtp_head():
     p = plan("vllm==0.33", raw, shapes=mla_shapes(raw))
     assert p.verdict == "load_error" and any("deepseek_mtp" in f.message for f in p.findings)
     assert plan("sglang==0.5.23", raw, shapes=mla_shapes(raw)).verdict != "load_error"
+
+
+def test_qwen3_style_drafts_per_engine_release():
+    """SGLang has no Qwen3-style EAGLE-3 draft class in any release: its Llama draft drops the
+    q_norm/k_norm tensors silently. vLLM serves Eagle3Qwen3ForCausalLM from 0.24.0."""
+    from test_engines import shapes_for
+    from eagle3_nb.config import parse_config
+
+    qwen = flat_config(model_type="qwen3")
+    shapes = shapes_for(parse_config(qwen), layer0="layers.0.")
+    assert any(".q_norm." in k for k in shapes)
+    sg = plan("sglang==0.5.23", qwen, shapes=shapes)
+    dropped = {k.name for k in sg.keys if k.fate == "dropped"}
+    assert dropped == {k for k in shapes if k.endswith(("q_norm.weight", "k_norm.weight"))}
+    native = flat_config(model_type="qwen3", architectures=["Eagle3Qwen3ForCausalLM"])
+    assert plan("vllm==0.24.0", native, shapes=shapes).verdict == "ok"
+    assert plan("vllm==0.23.0", native, shapes=shapes).verdict == "load_error"
