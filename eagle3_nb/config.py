@@ -236,6 +236,14 @@ def _layer_fields(layer: dict[str, Any], where: str, layer_src: str) -> dict[str
     )
 
 
+def _architectures(raw: dict[str, Any], where: str) -> list[str]:
+    archs = raw.get("architectures") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise ConfigError(f"architectures is {str(archs)[:40]}, not a list of class names", where,
+                          'write it as a list, e.g. ["LlamaForCausalLMEagle3"]')
+    return list(archs)
+
+
 def _mla_fields(layer: dict[str, Any], where: str) -> dict[str, int | None] | None:
     """The MLA sizes, when kv_lora_rank says the layer uses multi-latent attention. Only
     q_lora_rank may be null (no low-rank query: a plain q_proj)."""
@@ -262,7 +270,7 @@ def _parse_flat(raw: dict[str, Any], where: str) -> DraftConfig:
     if not flags["fc_norm"].present and "use_aux_norm" in raw:
         flags["fc_norm"] = Sourced(raw["use_aux_norm"], TOP)
     return DraftConfig(
-        dialect="flat", architectures=list(raw.get("architectures") or []),
+        dialect="flat", architectures=_architectures(raw, where),
         **_layer_fields(raw, where, TOP),
         draft_vocab_size=_get(raw, "draft_vocab_size", TOP),
         target_hidden_size=_get(raw, "target_hidden_size", TOP),
@@ -289,7 +297,7 @@ def _parse_speculators(raw: dict[str, Any], where: str) -> DraftConfig:
         raise ConfigError("speculators_config is not a JSON object", where, "fix or remove it")
     verifier = spec.get("verifier") or {}
     return DraftConfig(
-        dialect="speculators", architectures=list(raw.get("architectures") or []),
+        dialect="speculators", architectures=_architectures(raw, where),
         **_layer_fields(layer, where, LAYER),
         draft_vocab_size=_get(raw, "draft_vocab_size", TOP),
         target_hidden_size=_get(raw, "target_hidden_size", TOP),

@@ -32,8 +32,11 @@ def check_torch_file(path: Path) -> None:
     try:
         with zipfile.ZipFile(path) as archive:
             members = _bounded_members(archive, size, path)
-    except (zipfile.BadZipFile, OSError, ValueError, OverflowError) as exc:
-        raise UnsafeInputError(f"the zip archive is damaged ({str(exc)[:120]})", str(path),
+    except UnsafeInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - zipfile raises many types on foreign bytes
+        raise UnsafeInputError(f"the zip archive is damaged ({type(exc).__name__}: "
+                               f"{str(exc)[:120]})", str(path),
                                "the file is truncated or not a torch checkpoint") from None
     _refuse_overlaps(members, size, path)
 
