@@ -185,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     except Eagle3NbError as exc:
         print(f"eagle3-nb: error: {exc.one_line()}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except PermissionError as exc:  # wherever it happens: one line naming the file
+        print(f"eagle3-nb: error: {exc.filename or 'a file'}: permission denied (inputs must "
+              "be readable, --out writable; check the mode and owner)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `eagle3-nb ... | head`: the reader left; say nothing more
