@@ -11,7 +11,7 @@ measured in the same run. Cases:
 - zip bomb: pytorch_model.bin whose extra member deflates to 256 MiB (refused from the zip
   central directory before torch.load);
 - sparse dump: a 3 GiB speculators hs_0.safetensors (sparse file, valid header) listed as a
-  draft: headers only;
+  draft (headers only), and given to `accept --hidden-states` (refused from its header);
 - 1 TiB checkpoint: a sparse model.safetensors declaring one 1 TiB tensor (the largest sparse
   file the file system here allows in comfort; a 1 PB file cannot be created on ext4, whose
   limit is 16 TiB): headers only, with `report`'s hashing budget covering the rest.
@@ -89,8 +89,16 @@ def sparse_file(path: Path, name: str, nbytes: int) -> None:
 
 
 def sparse_dump(root: Path) -> Path:
+    """hidden_states [seq, 4, 64] bf16 and token_ids [seq], 3 GiB in all, as vLLM writes them."""
     d = draft_dir(root, "sparse-dump")
-    sparse_file(d / "hs_0.safetensors", "hidden_states", 3 << 30)
+    seq = (3 << 30) // (4 * 64 * 2 + 8)
+    states = 4 * 64 * 2 * seq
+    header = safetensors_header({
+        "hidden_states": {"dtype": "BF16", "shape": [seq, 4, 64], "data_offsets": [0, states]},
+        "token_ids": {"dtype": "I64", "shape": [seq], "data_offsets": [states, states + 8 * seq]}})
+    with open(d / "hs_0.safetensors", "wb") as f:
+        f.write(header)
+        f.truncate(len(header) + states + 8 * seq)
     return d
 
 
@@ -100,12 +108,18 @@ def one_tib(root: Path) -> Path:
     return d
 
 
-def run_inspect(path: Path) -> tuple[float, float, int, str]:
+def command(name: str, path: Path) -> list[str]:
+    if name.startswith("accept"):  # the dump as accept reads it, beside the good draft
+        return ["accept", str(GOOD), "--hidden-states", str(path), "--target",
+                str(GOOD.parent.parent / "target"), "--json"]
+    return ["inspect", str(path), "--no-stats", "--json"]
+
+
+def run_cli(args: list[str]) -> tuple[float, float, int, str]:
     """(wall ms, peak RSS MB, exit code, first stderr line) of one fresh interpreter."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "eagle3_nb.cli", "inspect", str(path),
-                             "--no-stats", "--json"], cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "eagle3_nb.cli", *args], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = (time.perf_counter() - t0) * 1000
     err = proc.stderr.read().strip().splitlines()
@@ -115,11 +129,12 @@ def run_inspect(path: Path) -> tuple[float, float, int, str]:
 
 CASES = {"healthy (bundled good draft)": None, "big header (1e6 tensors)": big_header,
          "long name (90 MB)": long_name, "zip bomb (256 MiB inflated)": zip_bomb,
-         "sparse dump (3 GiB)": sparse_dump, "sparse checkpoint (1 TiB)": one_tib}
+         "sparse dump (3 GiB)": sparse_dump, "accept on that dump": sparse_dump,
+         "sparse checkpoint (1 TiB)": one_tib}
 
 
 def build_cases(root: Path) -> None:
-    for make in CASES.values():
+    for make in dict.fromkeys(CASES.values()):
         if make:
             make(root)
 
@@ -142,7 +157,7 @@ def main() -> int:
         best: dict[str, tuple] = {}
         for _ in range(args.repeat):  # interleaved rounds; each case keeps its fastest run
             for name, path in paths.items():
-                run = run_inspect(path)
+                run = run_cli(command(name, path))
                 if name not in best or run[0] < best[name][0]:
                     best[name] = run
     base_ms, base_mb = best["healthy (bundled good draft)"][:2]

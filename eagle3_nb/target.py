@@ -476,6 +476,19 @@ def _dump_files(path: str | Path, pattern: str, recursive: bool, what: str) -> l
     return files
 
 
+# One dump file is one prompt's states, read whole into memory. The largest real one is far
+# below this: 8192 tokens x 4 captured layers x H 16384 in bf16 is 1 GiB.
+MAX_SAMPLE_BYTES = 2 << 30
+
+
+def _check_sample_size(nbytes: int, where: str) -> None:
+    if nbytes > MAX_SAMPLE_BYTES:
+        raise DumpFormatError(f"one sample declares {nbytes / (1 << 30):.1f} GiB (more than "
+                              f"{MAX_SAMPLE_BYTES >> 30} GiB, which no single prompt's hidden "
+                              "states need); each file is read whole", where,
+                              "write one prompt per file, as speculators and SpecForge do")
+
+
 def _drop_batch(t: torch.Tensor, rank: int, key: str, where: str) -> torch.Tensor:
     """Accept [*shape] or [1, *shape]; anything else is a shape error."""
     if t.dim() == rank + 1 and t.shape[0] == 1:
@@ -520,6 +533,7 @@ def read_speculators_dump(path_or_dir: str | Path, layer_ids: Sequence[int] | No
         raise DumpFormatError(f"missing key(s) {missing} (has {sorted(header.tensors)})", where,
                               "a speculators dump has hidden_states [seq, layers, H] and "
                               "token_ids [seq]")
+    _check_sample_size(sum(t.nbytes for t in header.tensors.values()), where)
     try:
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as exc:
@@ -573,6 +587,7 @@ def read_specforge_dump(path_or_dir: str | Path, layer_ids: Sequence[int] | None
     if not path.is_file():  # a FIFO or device would block torch.load
         raise DumpFormatError("is not a regular file", where, "point at the dump file itself")
     check_torch_file(path)
+    _check_sample_size(path.stat().st_size, where)  # stored members: the file bounds the data
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

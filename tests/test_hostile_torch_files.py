@@ -99,3 +99,31 @@ def test_a_specforge_dump_zip_bomb_is_refused(tmp_path):
     zip_bomb(path)
     with pytest.raises(UnsafeInputError, match="is compressed"):
         read_specforge_dump(path)
+
+
+def sparse_dump(path: Path, nbytes: int) -> None:
+    import json
+    entries = {"hidden_states": {"dtype": "BF16", "shape": [nbytes // 2 // 256, 4, 64],
+                                 "data_offsets": [0, nbytes // 2 // 256 * 4 * 64 * 2]},
+               "token_ids": {"dtype": "I64", "shape": [nbytes // 2 // 256],
+                             "data_offsets": [nbytes // 2 // 256 * 512,
+                                              nbytes // 2 // 256 * 512 + nbytes // 2 // 256 * 8]}}
+    raw = json.dumps(entries).encode()
+    raw += b" " * (-len(raw) % 8)
+    end = entries["token_ids"]["data_offsets"][1]
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+        f.truncate(8 + len(raw) + end)
+
+
+def test_a_3_gib_dump_is_refused_from_its_header(tmp_path, capsys):
+    """Before: `accept --hidden-states` read the sparse 3 GiB file whole (9.7 GB, then a
+    traceback)."""
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    sparse_dump(dumps / "hs_0.safetensors", 3 << 30)
+    t0 = time.monotonic()
+    code, err = cli(capsys, "accept", DRAFTS / "good", "--hidden-states", dumps,
+                    "--target", DRAFTS.parent / "target", "--json")
+    assert code == 2 and "GiB" in err and "one prompt per file" in err, err
+    assert time.monotonic() - t0 < 30
