@@ -645,6 +645,35 @@ def read_specforge_dump(path_or_dir: str | Path, layer_ids: Sequence[int] | None
                              "final_norm" if last is not None else None)
 
 
+def check_dump_headers(path: str | Path) -> int:
+    """Validate every dump file under `path` without reading its states: speculators files by
+    their safetensors header (keys, size), SpecForge files by their zip directory and size.
+    Returns the number of files; the same errors read_dump would raise for them."""
+    p = Path(path)
+    if p.is_dir() and next(p.glob("hs_*.safetensors"), None):
+        files = _dump_files(p, "hs_*.safetensors", False, "hs_*.safetensors")
+    elif p.is_dir():
+        files = _dump_files(p, "*.ckpt", True, ".ckpt")
+    else:
+        files = [p] if p.is_file() else _dump_files(p, "*", False, "dump")
+    for f in files:
+        where = str(f)
+        if f.suffix == ".safetensors":
+            header = read_header(f)
+            missing = [k for k in ("hidden_states", "token_ids") if k not in header.tensors]
+            if missing:
+                raise DumpFormatError(f"missing key(s) {missing}", where, "a speculators dump "
+                                      "has hidden_states [seq, layers, H] and token_ids [seq]")
+            _check_sample_size(sum(t.nbytes for t in header.tensors.values()), where)
+        elif f.suffix == ".ckpt":
+            check_torch_file(f)
+            _check_sample_size(f.stat().st_size, where)
+        else:
+            raise DumpFormatError(f"unknown dump file type {f.suffix!r}", where,
+                                  "pass an hs_*.safetensors or a .ckpt file")
+    return len(files)
+
+
 def read_dump(path: str | Path, **kwargs):
     """Dispatch on what is there: hs_*.safetensors -> speculators, *.ckpt -> SpecForge."""
     p = Path(path)

@@ -127,3 +127,14 @@ def test_a_3_gib_dump_is_refused_from_its_header(tmp_path, capsys):
                     "--target", DRAFTS.parent / "target", "--json")
     assert code == 2 and "GiB" in err and "one prompt per file" in err, err
     assert time.monotonic() - t0 < 30
+
+
+def test_report_checks_the_dumps_before_any_notebook(tmp_path, capsys):
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    sparse_dump(dumps / "hs_0.safetensors", 3 << 30)
+    out = tmp_path / "report"
+    code, err = cli(capsys, "report", DRAFTS / "good", "--hidden-states", dumps,
+                    "--target-config", DRAFTS.parent / "target" / "config.json", "--out", out)
+    assert code == 2 and "one prompt per file" in err, err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["dumps"]

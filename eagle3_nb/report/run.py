@@ -369,6 +369,10 @@ def _read_inputs(o: ReportOptions, ckpt: Checkpoint) -> None:
         read_corpus(o.corpus, tokenizer, vocab)
     if o.observed and not _is_number(o.observed):
         parse_observed(Path(o.observed))
+    if o.hidden_states:
+        from eagle3_nb.target import check_dump_headers  # imports torch: only when dumps are given
+
+        check_dump_headers(o.hidden_states)
 
 
 def _is_number(text: str) -> bool:
