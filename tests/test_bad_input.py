@@ -148,11 +148,15 @@ class _Sneaky:
 def test_pickle_needing_more_than_weights_only(tmp_path, run_cli):
     import pickle
 
+    import torch
+
     d = write_draft_dir(tmp_path / "d")
     (d / "model.safetensors").unlink()
-    with open(d / "pytorch_model.bin", "wb") as fh:
-        pickle.dump({"fc.weight": _Sneaky()}, fh)
+    torch.save({"fc.weight": _Sneaky()}, d / "pytorch_model.bin")  # a torch zip archive
     _expect(run_cli, d, UnsafeInputError, "needs more than plain tensors")
+    with open(d / "pytorch_model.bin", "wb") as fh:  # a bare pickle: refused before unpickling
+        pickle.dump({"fc.weight": _Sneaky()}, fh)
+    _expect(run_cli, d, UnsafeInputError, "not a torch zip archive")
     assert not (d / "PWNED").exists() and not (tmp_path / "PWNED").exists()
 
 
