@@ -216,20 +216,26 @@ def cmd_convert(args) -> int:
 
     result = convert_checkpoint(args.src, args.dst, to=args.to, engine=args.engine,
                                 fix_d2t=args.fix_d2t)
-    after = inspect_checkpoint(result.dst, [args.engine] if args.engine else None, stats=False)
+    # the copy proof says the bytes arrived; whether the draft is any good is inspect's answer
+    after = inspect_checkpoint(result.dst, [args.engine] if args.engine else None).to_json()
+    errors = sorted({f["code"] for f in after["findings"] if f["severity"] == "error"})
     summary = {"dst": str(result.dst), "verified": result.verified, "renames": result.renames,
                "config_changes": result.config_changes, "warnings": result.warnings,
-               "inspect": {e["profile"]: e["verdict"] for e in after.to_json()["engines"]}}
+               "inspect": {e["profile"]: e["verdict"] for e in after["engines"]},
+               "draft": {"overall": after["overall"], "errors": errors,
+                         "unchecked": after["unchecked"]}}
     if args.json:
         sys.stdout.write(json_text(summary) + "\n")
     else:
-        print(f"wrote {result.dst} ({len(result.renames)} keys renamed, "
-              f"verified={result.verified})")
+        print(f"wrote {result.dst} ({len(result.renames)} keys renamed); copy "
+              f"{'verified: every tensor byte-identical' if result.verified else 'NOT verified'}")
         for w in result.warnings:
             print(f"  warning: {w}")
+        print(f"the converted draft, inspected: {after['overall']}"
+              + (f" ({', '.join(errors)}: eagle3-nb inspect {result.dst})" if errors else ""))
         for profile, verdict in summary["inspect"].items():
             print(f"  {profile:<16} {verdict}")
-    return EXIT_OK if result.verified else EXIT_FINDINGS
+    return EXIT_OK if result.verified and not errors else EXIT_FINDINGS
 
 
 def cmd_vocab(args) -> int:

@@ -118,3 +118,26 @@ def test_inspect_imports_no_torch_plotly_transformers(extra):
 def test_engines_command_lists_ranges(run_cli):
     rc, out, _ = run_cli("engines")
     assert rc == 0 and "sglang 0.5.8 .. 0.5.10.post1" in out and "vllm 0.30.0 .. 0.33.0" in out
+
+
+def test_no_stats_never_says_ok_about_what_it_did_not_read(run_cli):
+    """A NaN head under --no-stats: the weights were not scanned, so the answer is "ok as far as
+    checked", with what was not checked and how to check it, in text and JSON."""
+    rc, data = inspect_json(run_cli, "nan-head", "--no-stats")
+    assert rc == 0 and data["overall"] == "ok_as_far_as_checked"
+    assert {"tensor values", "d2t values"} <= {u["what"] for u in data["unchecked"]}
+    rc, out, _ = run_cli("inspect", DRAFTS / "nan-head", "--no-stats")
+    assert "NOT CHECKED" in out and "VERDICT: ok as far as checked" in out
+    rc, data = inspect_json(run_cli, "nan-head", "--target-config", TARGET_CONFIG)
+    assert rc == 1 and data["overall"] == "silent_failure"
+    rc, data = inspect_json(run_cli, "good", "--target-config", TARGET_CONFIG)
+    assert data["overall"] == "ok" and data["unchecked"] == []
+
+
+def test_convert_reports_the_draft_apart_from_the_copy(run_cli, tmp_path):
+    """A NaN head converted byte for byte: the copy is verified, the draft is not ok."""
+    rc, out, err = run_cli("convert", DRAFTS / "nan-head", tmp_path / "out", "--engine",
+                           "sglang==0.5.9", "--json")
+    data = json.loads(out)
+    assert rc == 1 and data["verified"] is True
+    assert data["draft"]["overall"] == "silent_failure" and "NAN_WEIGHTS" in data["draft"]["errors"]

@@ -71,7 +71,40 @@ class Inspection:
                 "engines": self.vocab.engine_view(p.profile for p in self.plans)},
             "engines": [p.to_json(extra_errors=global_errors) for p in self.plans],
             "findings": [f.to_json() for f in self.findings],
+            "unchecked": self.unchecked(),
+            "overall": self.overall(),
         }
+
+    def unchecked(self) -> list[dict[str, str]]:
+        """What this inspection did not look at, each with how to look: a verdict is only as
+        good as what was checked."""
+        out = []
+        if self.stats is None:
+            out.append(_item("tensor values", "not scanned (--no-stats): NaN/Inf or untrained "
+                             "tensors go unnoticed", "drop --no-stats"))
+        elif self.stats.skipped:
+            out.append(_item("tensor values", f"{len(self.stats.skipped)} tensor(s) beyond the "
+                             "statistics budget were scanned only in part",
+                             "raise --stats-budget"))
+        if self.vocab is None and "d2t" in {split_key(n).canonical for n in self.checkpoint.tensors}:
+            out.append(_item("d2t values", "not read (--no-stats): offsets vs absolute ids, "
+                             "range and injectivity unchecked", "drop --no-stats, or eagle3-nb vocab"))
+        if self.target is None:
+            out.append(_item("the target", "no target config: the captured layers, the target "
+                             "class's capture and the context length are not checked",
+                             "pass --target-config TARGET/config.json"))
+        return out
+
+    def overall(self) -> str:
+        """One word for the whole inspection: an engine verdict other than ok wins; else "ok"
+        only when nothing was left unchecked."""
+        verdicts = {p.verdict for p in self.plans}
+        if has_errors(self.global_findings) and verdicts <= {"ok"}:
+            verdicts = {"silent_failure"}
+        for worst in ("load_error", "silent_failure"):
+            if worst in verdicts:
+                return worst
+        return "ok_as_far_as_checked" if self.unchecked() else "ok"
 
 
 def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
@@ -128,6 +161,10 @@ def _aux_count_findings(ckpt: Checkpoint, cfg: DraftConfig) -> list[Finding]:
     return [Finding("AUX_COUNT_MISMATCH", ERROR, f"fc takes {chunks} aux states of width {cfg.Ht} "
                     f"but the config declares {len(ids)} layer ids {ids}",
                     {"fc_width": fc.shape[1], "ids": ids})]
+
+
+def _item(what: str, why: str, how: str) -> dict[str, str]:
+    return {"what": what, "why": why, "how": how}
 
 
 def _vocab_presence_findings(ckpt: Checkpoint, cfg: DraftConfig) -> list[Finding]:

@@ -9,9 +9,29 @@ VERDICT_TEXT = {"ok": "ok", "silent_failure": "SILENT FAILURE", "load_error": "L
 SEVERITY_TEXT = {"error": "ERROR", "warning": "warn", "info": "info"}
 
 
+OVERALL_TEXT = {"ok": "ok", "ok_as_far_as_checked": "ok as far as checked (see NOT CHECKED)",
+                "silent_failure": "SILENT FAILURE", "load_error": "LOAD ERROR"}
+
+
 def inspection_table(data: dict[str, Any], width: int = 110, show_info: bool = True) -> str:
     lines = _header(data) + [""] + _engine_table(data) + [""] + _findings(data, width, show_info)
+    lines += _unchecked(data) + _overall(data)
     return printable("\n".join(lines))
+
+
+def _unchecked(data: dict[str, Any]) -> list[str]:
+    items = data.get("unchecked") or []
+    if not items:
+        return []
+    return ["", "NOT CHECKED:"] + [f"  {i['what']}: {i['why']} ({i['how']})" for i in items]
+
+
+def _overall(data: dict[str, Any]) -> list[str]:
+    overall = data.get("overall")
+    if overall is None:
+        return []
+    names = ", ".join(f"{e['profile']} [{e['covers']}]" for e in data["engines"])
+    return ["", f"VERDICT: {OVERALL_TEXT.get(overall, overall)}; engines: {names}"]
 
 
 def printable(text: str) -> str:
