@@ -602,3 +602,13 @@ def test_pages_render_in_headless_chromium(full, tmp_path):
     img = shots["nb03"]  # plotly drew the accuracy bars offline (a large saturated blue area)
     blue = (img[..., 2] > 150) & (img[..., 0] < 100) & (img[..., 2] - img[..., 1] > 60)
     assert blue.sum() > 20_000, blue.sum()
+
+
+def test_observed_without_a_target_is_said_to_be_unused_and_read_on_its_own():
+    opts = report_run.resolve_options(report_run.ReportOptions(checkpoint=LAYERS0,
+                                                               observed="1.0"))
+    steps = report_run.plan_steps(opts)
+    assert "--observed" in report_run.unused_options(opts, steps)
+    assert "04_acceptance takes it but is skipped" in report_run._skipped_takers("--observed", steps)
+    assert "structural failure" in report_run.observed_floor_note("1.0")
+    assert report_run.observed_floor_note("2.4") == ""

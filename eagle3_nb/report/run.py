@@ -130,9 +130,13 @@ def run_report(opts: ReportOptions, progress: Callable[[str], None] | None = Non
     opts = resolve_options(opts)
     steps = plan_steps(opts)
     hashes = input_hashes(opts, steps)
-    unused = unused_options(opts)
+    unused = unused_options(opts, steps)
     for flag in unused:
-        say(f"note: no notebook takes {flag}; it is not used")
+        say(f"note: no notebook that runs takes {flag}; it is not used"
+            + _skipped_takers(flag, steps))
+    observed = observed_floor_note(opts.observed)
+    if observed:
+        say(f"note: {observed}")
     _make_parent(opts.out)
     with directory_lock(opts.out), cleanup_on_signals():
         for line in remove_stale_staging(opts.out):
@@ -142,6 +146,7 @@ def run_report(opts: ReportOptions, progress: Callable[[str], None] | None = Non
         try:
             summary = _build_report(opts, steps, hashes, started, build, say, kernel_name)
             summary["unused_options"] = unused
+            summary["observed_note"] = observed
             _write_report_files(build, summary)
             old = swap_in(build, opts.out)
         except BaseException:
@@ -482,14 +487,37 @@ def _plan_step(nb: Path, declared: dict[str, dict], opts: ReportOptions) -> Step
     return step
 
 
-def unused_options(opts: ReportOptions) -> list[str]:
-    """Options given on the command line that no notebook declares (e.g. --observed while
-    notebook 04 is absent)."""
-    declared = {n for nb in opts.notebooks for n in notebook_parameters(nb)}
+def unused_options(opts: ReportOptions, steps: list[Step] | None = None) -> list[str]:
+    """Options given on the command line that no notebook that runs declares (e.g. --observed
+    while notebook 04 is absent, or skipped for want of a target)."""
+    running = [s.notebook for s in steps if s.status != "skipped"] if steps is not None \
+        else opts.notebooks
+    declared = {n for nb in running for n in notebook_parameters(nb)}
     return [f"--{name.replace('_', '-')}" for name in ("observed", "num_steps", "wiring",
                                                         "device", "corpus", "prompts",
                                                         "hidden_states")
             if getattr(opts, name) is not None and name not in declared]
+
+
+def _skipped_takers(flag: str, steps: list[Step]) -> str:
+    name = flag[2:].replace("-", "_")
+    takers = [s for s in steps if s.status == "skipped" and name in notebook_parameters(s.notebook)]
+    return "".join(f" ({s.name} takes it but is skipped: {s.reason}; {s.enable})" for s in takers)
+
+
+def observed_floor_note(observed: str | None) -> str:
+    """What an observed accept length says on its own: at 1.0 the engine accepts no draft token
+    at all, which points at structure (the draft's weights, layers or vocab map as served), not
+    at a draft that is merely weak."""
+    if observed is None or not _is_number(observed):
+        return ""
+    value = float(observed)
+    if value > 1.05:
+        return ""
+    return (f"the observed accept length {value:g} means almost no draft token is ever accepted: "
+            "a structural failure (keys dropped, the wrong layers captured, d2t misread, an "
+            "untrained or NaN head), not a weak draft; notebook 01's errors are the first "
+            "suspects")
 
 
 def report_values(opts: ReportOptions) -> dict[str, Any]:
