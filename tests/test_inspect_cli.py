@@ -141,3 +141,16 @@ def test_convert_reports_the_draft_apart_from_the_copy(run_cli, tmp_path):
     data = json.loads(out)
     assert rc == 1 and data["verified"] is True
     assert data["draft"]["overall"] == "silent_failure" and "NAN_WEIGHTS" in data["draft"]["errors"]
+
+
+def test_an_auto_map_without_code_is_not_called_shipped_code(run_cli, tmp_path):
+    import shutil
+    draft = tmp_path / "d"
+    shutil.copytree(DRAFTS / "good", draft)
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["auto_map"] = {"AutoConfig": "config.Eagle3Config"}
+    (draft / "config.json").write_text(json.dumps(cfg))
+    rc, out, _ = run_cli("inspect", draft, "--json", "--no-stats")
+    remote = [f for f in json.loads(out)["findings"] if f["code"] == "REMOTE_CODE"]
+    assert remote and "does not ship" in remote[0]["message"]
+    assert "ships code" not in remote[0]["message"]

@@ -133,11 +133,16 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
 def checkpoint_findings(ckpt: Checkpoint, cfg: DraftConfig, schema: list[SchemaRow]) -> list[Finding]:
     """Findings that hold whatever engine serves the draft."""
     out: list[Finding] = []
-    if ckpt.code_files or cfg.has_auto_map:
+    if ckpt.code_files:
         out.append(Finding("REMOTE_CODE", INFO, "the checkpoint ships code "
-                           f"({', '.join(ckpt.code_files) or 'auto_map in config.json'}); the kit "
-                           "never executes it and neither should your engine (no --trust-remote-code)",
+                           f"({', '.join(ckpt.code_files)}); the kit never executes it and neither "
+                           "should your engine (no --trust-remote-code)",
                            {"files": ckpt.code_files, "auto_map": ckpt.auto_map}))
+    elif cfg.has_auto_map:
+        out.append(Finding("REMOTE_CODE", INFO, "config.json names custom code (auto_map) that "
+                           "the directory does not ship: with --trust-remote-code an engine "
+                           "would fetch or fail to find it; without it, the auto_map is ignored",
+                           {"files": [], "auto_map": ckpt.auto_map}))
     mismatched = [r for r in schema if r.status == "shape_mismatch"]
     if mismatched:
         out.append(Finding("SHAPE_MISMATCH", ERROR, "tensor shapes differ from what config.json "
