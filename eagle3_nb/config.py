@@ -323,6 +323,8 @@ class TargetInfo:
     max_position_embeddings: int | None
     model_type: str
     architectures: tuple[str, ...]
+    rope: dict[str, Any] = field(default_factory=dict)   # rope_theta / rope_scaling, as given
+    quantization: str | None = None                       # quantization_config's method, if any
 
     @property
     def family(self) -> str:
@@ -349,6 +351,14 @@ def parse_target_config(raw: dict[str, Any], where: str) -> TargetInfo:
     if not isinstance(archs, (list, tuple)) or not all(isinstance(a, str) for a in archs):
         raise ConfigError(f"architectures is {str(archs)[:40]}, not a list of names", where,
                           "pass the target model's own config.json")
+    quant = raw.get("quantization_config") or text.get("quantization_config")
+    method = None
+    if isinstance(quant, dict):
+        method = str(quant.get("quant_method") or quant.get("quant_algo") or "unnamed")[:40]
+    elif quant is not None:
+        method = "unnamed"
+    rope = {k: text[k] for k in ("rope_theta", "rope_scaling", "rope_parameters") if k in text}
     return TargetInfo(layers, sizes["hidden_size"], sizes["vocab_size"],
                       sizes["max_position_embeddings"],
-                      str(text.get("model_type") or raw.get("model_type") or ""), tuple(archs))
+                      str(text.get("model_type") or raw.get("model_type") or ""), tuple(archs),
+                      rope, method)

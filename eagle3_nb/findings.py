@@ -37,6 +37,8 @@ CODES: dict[str, str] = {
     "ENGINE_AGREES": "the installed engine's own loader did what its profile predicts",
     "TARGET_CAPTURE_UNCHECKED": "whether the target class captures aux states was not checked",
     "ENGINE_BUG": "a known bug of this engine release affects this draft",
+    "TARGET_MISMATCH": "the draft's config disagrees with the target's (vocab, width, RoPE, verifier)",
+    "TARGET_QUANTIZED": "the target is quantized: its hidden states differ from full precision",
     # vocabulary mapping (d2t / t2d)
     "D2T_MISSING": "pruned draft vocab without a d2t table",
     "D2T_ABSOLUTE": "d2t holds absolute target ids instead of offsets",
@@ -135,6 +137,10 @@ NEXT_STEPS: dict[str, str] = {
                          "(python tools/engine_survey.py on the engine's history lists the "
                          "files and PRs), or check against a release the kit has a profile for "
                          "(eagle3-nb engines)",
+    "TARGET_MISMATCH": "check that this draft was trained for this target (its config's sizes and "
+                       "the verifier it names); retrain or pick the draft made for this target",
+    "TARGET_QUANTIZED": "compare hidden-state dumps of the quantized and the full-precision target "
+                        "on the same prompts (eagle3-nb accept --hidden-states on each)",
     "ENGINE_BUG": "upgrade {engine} to the release the finding names as fixed, or work around "
                   "it as the finding says",
     "TARGET_CAPTURE_UNCHECKED": "pass the target's own config.json (with architectures) as "

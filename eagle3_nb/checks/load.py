@@ -17,6 +17,7 @@ from eagle3_nb.engines.planner import LoadPlan, plan_load
 from eagle3_nb.findings import (ERROR, INFO, SUMMARY_VERSION, Finding, engine_codes, has_errors,
                                 sort_findings, verdict_line, verdicts)
 from eagle3_nb.io.checkpoint import Checkpoint, load_target_info
+from eagle3_nb.checks.target_match import target_findings
 from eagle3_nb.layouts import Layout, SchemaRow, detect_layout, schema_diff, split_key
 from eagle3_nb.stats import scan_stats, stats_findings
 from eagle3_nb.vocab import VocabMapping
@@ -118,6 +119,8 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     plans = [plan_load(p, cfg, shapes, target) for p in profiles]
     schema = schema_diff(cfg, shapes)
     findings = checkpoint_findings(ckpt, cfg, schema)
+    if target is not None:
+        findings += target_findings(cfg, target)
     stats_result = vocab = None
     if stats:  # the only steps that read tensor data
         stats_result = scan_stats(ckpt, stats_budget)
