@@ -338,6 +338,18 @@ class TargetInfo:
         return "llama"
 
 
+def draft_marker(config: dict[str, Any]) -> str:
+    """What in a config.json says it is an EAGLE-3 draft's, or "" for anything else."""
+    archs = config.get("architectures") if isinstance(config.get("architectures"), list) else []
+    eagle = [a for a in archs if isinstance(a, str) and "eagle" in a.lower()]
+    if eagle:
+        return f"architectures {eagle}"
+    for key in ("speculators_model_type", "draft_vocab_size", "eagle_aux_hidden_state_layer_ids"):
+        if key in config:
+            return f"config.json has {key}"
+    return ""
+
+
 def parse_target_config(raw: dict[str, Any], where: str) -> TargetInfo:
     text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
     layers = text.get("num_hidden_layers")

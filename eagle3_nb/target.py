@@ -36,6 +36,7 @@ from typing import Any, Sequence
 
 import torch
 
+from eagle3_nb.config import draft_marker
 from eagle3_nb.io.checkpoint import read_json
 from eagle3_nb.errors import CheckpointError, DumpFormatError, Eagle3NbError, UnsafeInputError
 from eagle3_nb.io.safetensors import read_header
@@ -184,6 +185,11 @@ class TargetModel:
                                        f"({cfg['auto_map']})", str(root / "config.json"),
                                        "the kit never executes checkpoint code; use a target "
                                        "whose architecture transformers ships")
+        draft = draft_marker(config)
+        if draft:
+            raise CheckpointError(f"this is an EAGLE-3 draft's directory, not a target model "
+                                  f"({draft})", str(root), "pass the target model's directory "
+                                  "(the model the draft speculates for) as --target")
         if not any(next(root.glob(p), None) for p in WEIGHT_PATTERNS):
             raise CheckpointError("no weights next to config.json (model.safetensors, shards, "
                                   "or pytorch_model.bin)", str(root),
@@ -193,6 +199,8 @@ class TargetModel:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # a per-load progress bar is noise in CLI and reports
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # its load report repeats what the one-line error says
 
         kwargs: dict[str, Any] = {"dtype": as_dtype(dtype), "local_files_only": True,
                                   "trust_remote_code": False}
@@ -206,6 +214,8 @@ class TargetModel:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise CheckpointError(f"transformers cannot load the target ({first})", str(root),
                                   "check config.json and the weight files") from None
+        finally:
+            hf_logging.set_verbosity(verbosity)
         model.to(device)
         tokenizer = None
         if (root / "tokenizer.json").is_file():

@@ -58,3 +58,12 @@ def test_a_speculators_verifier_other_than_the_target(run_cli, tmp_path):
               "model_type": "qwen3"}
     got = findings(run_cli, tmp_path, target, "good-speculators")
     assert any(f["evidence"]["field"] == "verifier architectures" for f in got), got
+
+
+@pytest.mark.parametrize("command", ["accept", "report"])
+def test_a_draft_directory_given_as_the_target_is_one_clear_error(run_cli, tmp_path, command):
+    """Before: 33 lines of transformers' load report, then an error."""
+    extra = ["--out", tmp_path / "r"] if command == "report" else []
+    rc, out, err = run_cli(command, DRAFTS / "good", "--target", DRAFTS / "layers0-flat", *extra)
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "EAGLE-3 draft's directory, not a target model" in err

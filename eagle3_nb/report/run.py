@@ -36,9 +36,9 @@ from eagle3_nb.errors import Eagle3NbError, OutputExistsError
 from eagle3_nb.engines import resolve_engines
 from eagle3_nb.engines.advice import next_step
 from eagle3_nb.findings import CODES, SEVERITY_ORDER, SUMMARY_VERSION
-from eagle3_nb.config import token_id_list
+from eagle3_nb.config import draft_marker, token_id_list
 from eagle3_nb.io.checkpoint import (PARTIAL_HASH_BYTES, Checkpoint, iter_jsonl, load_target_info,
-                                     sha256_file)
+                                     read_json, sha256_file)
 from eagle3_nb.observed.metrics import parse_observed
 from eagle3_nb.vocab import load_tokenizer, read_corpus
 from eagle3_nb.io.files import (OWNER_NAME, atomic_write_text, json_text, cleanup_on_signals, directory_lock,
@@ -286,6 +286,11 @@ def resolve_options(opts: ReportOptions) -> ReportOptions:
         if not (o.target / "config.json").is_file():
             raise Eagle3NbError("no config.json in the target directory", str(o.target),
                                 "pass the target model's directory (config.json, weights)")
+        draft = draft_marker(read_json(o.target, "config.json"))
+        if draft:
+            raise Eagle3NbError(f"--target is an EAGLE-3 draft's directory, not a target model "
+                                f"({draft})", str(o.target), "pass the target model's directory "
+                                "(the model the draft speculates for)")
         o.target_config = o.target_config or o.target / "config.json"
         if o.tokenizer is None and (o.target / "tokenizer.json").is_file():
             o.tokenizer = o.target / "tokenizer.json"
