@@ -366,6 +366,8 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
             "is reported by the engine plan, not here.)",
             {"tensors": sorted(s.name for s in ones)}))
 
+    findings += _fresh_layer_findings(floats, _init_std(ckpt))
+
     if result.skipped:
         sizes = {}
         if ckpt is not None:
@@ -384,6 +386,48 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
             {"skipped": list(result.skipped), "skipped_bytes": skipped_bytes,
              "budget_bytes": result.budget_bytes, "scanned_bytes": result.scanned_bytes}))
     return findings
+
+
+_LAYER = re.compile(r"^(layers\.\d+)\.")
+_INIT_STD_TOLERANCE = 0.05  # std within 5% of initializer_range
+DEFAULT_INIT_STD = 0.02     # transformers' initializer_range when the config has none
+
+
+def _init_std(ckpt) -> float:
+    raw = getattr(ckpt, "config_raw", None) or {}
+    value = raw.get("initializer_range") if isinstance(raw, dict) else None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1
+    return float(value) if ok else DEFAULT_INIT_STD
+
+
+def _fresh_layer_findings(floats: list, init_std: float) -> list[Finding]:
+    """A decoder layer whose norms are all exactly 1.0 and whose linear weights all look like
+    normal(0, initializer_range) draws was initialised and never trained: a conversion that
+    saved a freshly built layer for keys it could not match looks exactly like this."""
+    layers: dict[str, list] = {}
+    for s in floats:
+        m = _LAYER.match(canonical(s.name))
+        if m:
+            layers.setdefault(m.group(1), []).append(s)
+    fresh = {}
+    for layer, stats in sorted(layers.items()):
+        norms = [s for s in stats if is_norm(s.name)]
+        linears = [s for s in stats if not is_norm(s.name) and len(s.shape) == 2]
+        if not norms or not linears:
+            continue
+        untouched = all(s.constant and s.min == 1.0 for s in norms)
+        drawn = all(s.std is not None and abs(s.std - init_std) <= _INIT_STD_TOLERANCE * init_std
+                    and abs(s.mean or 0.0) <= 0.1 * init_std for s in linears)
+        if untouched and drawn:
+            fresh[layer] = {s.name: round(s.std, 6) for s in linears}
+    if not fresh:
+        return []
+    return [Finding("NAN_WEIGHTS", ERROR, f"{', '.join(fresh)} look freshly initialised: every "
+                    "norm is exactly 1.0 and every linear weight has mean 0 and std "
+                    f"{init_std:g} (initializer_range, as transformers draws it): never trained, "
+                    "or replaced by a conversion that built the layer anew for keys it could not "
+                    "match. Re-export from the training checkpoint.",
+                    {"layers": fresh, "initializer_range": init_std})]
 
 
 def _count(items, noun: str) -> str:

@@ -552,6 +552,19 @@ def build_trained_other_layers(d: Path, w: Weights) -> None:
     write_draft(d, speculators_config([5, 6, 7]), speculators_state(w))
 
 
+@variant("fresh-layer", "the decoder layer as a conversion that could not match its keys "
+         "saves it: freshly initialised (linear weights normal(0, 0.02), norms exactly 1.0)",
+         per_engine(*[expect("silent_failure", "loads the layer and runs it: random attention "
+                             "and MLP, so almost no draft token is accepted",
+                             "AUX_LAYERS_DEFAULTED")] * 2),
+         global_codes=("NAN_WEIGHTS",))
+def build_fresh_layer(d: Path, w: Weights) -> None:
+    init = _Init(SEED + 2)  # its own draws: the other samples keep their bytes
+    fresh = {k: (torch.ones_like(v) if v.dim() == 1 else init.linear(*v.shape))
+             for k, v in w.core.items() if k.startswith("layers.0.")}
+    write_draft(d, flat_config(), eagle_names(with_vocab(w, {**w.core, **fresh})))
+
+
 # Multi-latent attention sizes of the MLA draft (Kimi-K2.5-style), scaled to the tiny target
 MLA_SIZES = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8,
              "v_head_dim": 16}
