@@ -45,6 +45,7 @@ CODES: dict[str, str] = {
     "D2T_INVALID": "d2t is out of range, not injective, or the wrong dtype/length",
     "D2T_AMBIGUOUS": "d2t reads as offsets and as absolute ids; nothing decides",
     "T2D_MISMATCH": "t2d disagrees with d2t",
+    "D2T_FIRST_N": "d2t maps the draft vocab onto the first target ids (valid, rarely intended)",
     "LOW_VOCAB_COVERAGE": "a corpus's target tokens fall outside the draft vocab",
     # simulated acceptance on a real target
     "ACCEPT_AT_FLOOR": "as trained, the draft accepts no more than with no target state at all",
@@ -152,6 +153,8 @@ NEXT_STEPS: dict[str, str] = {
                         "--engine NAME --json)",
     "ENGINE_AGREES": "nothing to do: the profile's answer for {engine} is confirmed by the "
                      "installed engine",
+    "D2T_FIRST_N": "rebuild d2t and t2d from the training data's token counts (the N most "
+                   "frequent target ids, sorted), then retrain or check the head was trained on it",
     "D2T_MISSING": "rebuild d2t: eagle3-nb convert CKPT NEW --fix-d2t (from t2d when present), "
                    "else from the training token counts",
     "D2T_ABSOLUTE": "eagle3-nb convert CKPT NEW --fix-d2t writes offsets into a copy and "

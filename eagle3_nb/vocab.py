@@ -252,6 +252,13 @@ class VocabMapping:
         elif fmt == INVALID or (fmt == OFFSET and not self.readings["offsets"].valid):
             out.append(Finding("D2T_INVALID", ERROR, "d2t is not a usable table: "
                                + "; ".join(self.problems or [self._describe(self.readings["offsets"])]), ev))
+        if fmt == OFFSET and self.d2t is not None and self.draft_vocab_size < self.vocab_size \
+                and not self.d2t.any():
+            out.append(Finding("D2T_FIRST_N", WARNING, f"d2t is all zeros: the draft's "
+                               f"{self.draft_vocab_size} tokens are target ids 0..."
+                               f"{self.draft_vocab_size - 1}. Valid, but trainers keep the most "
+                               "frequent tokens, which are almost never the first ids: was the "
+                               "table written before the token counts were?", ev))
         if self.t2d is not None and fmt in (OFFSET, IDENTITY) and self.t2d_agrees is False:
             out.append(Finding("T2D_MISMATCH", WARNING, "t2d disagrees with d2t (engines ignore t2d, "
                                "training used it to mask targets): " + "; ".join(self.problems), ev))

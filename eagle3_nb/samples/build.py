@@ -565,6 +565,17 @@ def build_fresh_layer(d: Path, w: Weights) -> None:
     write_draft(d, flat_config(), eagle_names(with_vocab(w, {**w.core, **fresh})))
 
 
+@variant("d2t-first-n", "d2t all zeros and t2d the first 256 ids: the draft vocab is target ids "
+         "0..255 (valid, but not the most frequent tokens a trainer keeps)",
+         per_engine(DEFAULTS_OK, DEFAULTS_OK), global_codes=("D2T_FIRST_N",))
+def build_d2t_first_n(d: Path, w: Weights) -> None:
+    t2d = torch.zeros(TARGET_VOCAB, dtype=torch.bool)
+    t2d[:DRAFT_VOCAB] = True
+    tensors = {**eagle_names(w.core), "d2t": torch.zeros(DRAFT_VOCAB, dtype=torch.int64),
+               "t2d": t2d}
+    write_draft(d, flat_config(), tensors)
+
+
 # Multi-latent attention sizes of the MLA draft (Kimi-K2.5-style), scaled to the tiny target
 MLA_SIZES = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8,
              "v_head_dim": 16}
