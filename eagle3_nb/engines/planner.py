@@ -813,8 +813,11 @@ class _Ctx:
         if self.p.context_error:
             self.add("LOAD_ERROR", ERROR, f"{msg}: {self.p.context_error}",
                      cite=self.p.cites.get("context", ""))
-        self.add("CONTEXT_TOO_SHORT", WARNING, f"{msg}: acceptance drops on prompts past the "
-                 "draft's trained window (sglang #6783)", draft=draft,
+        self.add("CONTEXT_TOO_SHORT", WARNING, f"{msg}: either the draft was trained on a "
+                 "shorter window, and acceptance drops on prompts past it (sglang #6783), or "
+                 "the config value is simply wrong: trainers often copy a default, and raising "
+                 "it in the config with no retraining has restored acceptance in public reports. "
+                 "Check the training sequence length before retraining", draft=draft,
                  target=target.max_position_embeddings)
 
 
