@@ -230,8 +230,10 @@ def cmd_convert(args) -> int:
     if args.json:
         sys.stdout.write(json_text(summary) + "\n")
     else:
+        fixed = " but the repaired d2t" if "d2t_after" in result.checks else ""
         print(f"wrote {result.dst} ({len(result.renames)} keys renamed); copy "
-              f"{'verified: every tensor byte-identical' if result.verified else 'NOT verified'}")
+              + (f"verified: every tensor byte-identical{fixed}" if result.verified
+                 else "NOT verified"))
         for w in result.warnings:
             print(f"  warning: {w}")
         print(f"the converted draft, inspected: {'errors' if errors else after['overall']}"

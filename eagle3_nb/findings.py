@@ -10,6 +10,8 @@ SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2}
 # d2t formats: the answers notebook 02 gives (vocab.VocabMapping.format), stable in its JSON
 OFFSET, ABSOLUTE, MISSING, IDENTITY, AMBIGUOUS, INVALID = (
     "offset", "absolute", "missing", "identity", "ambiguous", "invalid")
+# correct offsets with arange subtracted once more (a mistaken "fix" for absolute ids)
+ARANGE_SUBTRACTED = "arange_subtracted"
 LOW_COVERAGE = 0.85   # below this share of target tokens in the draft vocab, warn
 SUMMARY_VERSION = 1  # of every summary.json the notebooks and the report write
 
@@ -46,6 +48,7 @@ CODES: dict[str, str] = {
     "D2T_AMBIGUOUS": "d2t reads as offsets and as absolute ids; nothing decides",
     "T2D_MISMATCH": "t2d disagrees with d2t",
     "D2T_FIRST_N": "d2t maps the draft vocab onto the first target ids (valid, rarely intended)",
+    "D2T_ARANGE_SUBTRACTED": "correct d2t offsets had arange subtracted once more",
     "LOW_VOCAB_COVERAGE": "a corpus's target tokens fall outside the draft vocab",
     # simulated acceptance on a real target
     "ACCEPT_AT_FLOOR": "as trained, the draft accepts no more than with no target state at all",
@@ -153,6 +156,8 @@ NEXT_STEPS: dict[str, str] = {
                         "--engine NAME --json)",
     "ENGINE_AGREES": "nothing to do: the profile's answer for {engine} is confirmed by the "
                      "installed engine",
+    "D2T_ARANGE_SUBTRACTED": "repair a copy: eagle3-nb convert CKPT NEW --fix-d2t (t2d decides "
+                             "it: d2t + arange is restored)",
     "D2T_FIRST_N": "rebuild d2t and t2d from the training data's token counts (the N most "
                    "frequent target ids, sorted), then retrain or check the head was trained on it",
     "D2T_MISSING": "rebuild d2t: eagle3-nb convert CKPT NEW --fix-d2t (from t2d when present), "

@@ -18,8 +18,8 @@ import numpy as np
 
 from eagle3_nb.config import token_id_list
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.findings import (ABSOLUTE, AMBIGUOUS, ERROR, IDENTITY, INVALID, LOW_COVERAGE,
-                                MISSING, OFFSET, WARNING, Finding)
+from eagle3_nb.findings import (ABSOLUTE, AMBIGUOUS, ARANGE_SUBTRACTED, ERROR, IDENTITY, INVALID,
+                                LOW_COVERAGE, MISSING, OFFSET, WARNING, Finding)
 from eagle3_nb.io.checkpoint import iter_jsonl
 
 _SHOW = 8             # offending indices spelled out in evidence
@@ -159,6 +159,13 @@ class VocabMapping:
             self.evidence.append("as absolute ids, d2t equals nonzero(t2d): absolute ids were "
                                  "stored where offsets belong")
             return ABSOLUTE
+        twice = self._reading("arange_subtracted", self.d2t + 2 * np.arange(len(self.d2t)))
+        if twice.matches_t2d:
+            self.readings["arange_subtracted"] = twice
+            self.evidence.append("d2t + 2 x arange equals nonzero(t2d): correct offsets had "
+                                 "arange subtracted once more (a mistaken repair of offsets "
+                                 "taken for absolute ids)")
+            return ARANGE_SUBTRACTED
         self.problems.append("neither reading agrees with t2d")
         if off.valid and ab.valid:
             return AMBIGUOUS
@@ -184,6 +191,8 @@ class VocabMapping:
             return self.readings["offsets"].ids if self.readings else np.arange(self.draft_vocab_size)
         if self.format == ABSOLUTE:
             return self.readings["absolute"].ids
+        if self.format == ARANGE_SUBTRACTED:
+            return self.readings["arange_subtracted"].ids
         if self.format == IDENTITY:
             return np.arange(self.draft_vocab_size)
         return None
@@ -245,6 +254,11 @@ class VocabMapping:
             out.append(Finding("D2T_ABSOLUTE", ERROR, "d2t holds absolute target ids, engines add "
                                "arange to it (hot_token_id = d2t + arange): draft id i becomes "
                                "target id i + d2t[i]. Fix with eagle3-nb convert SRC DST --fix-d2t", ev))
+        elif fmt == ARANGE_SUBTRACTED:
+            out.append(Finding("D2T_ARANGE_SUBTRACTED", ERROR, "d2t holds correct offsets minus "
+                               "arange: engines compute target id = i + d2t[i], which is now the "
+                               "offset, not the token; t2d proves what it was. Repair a copy with "
+                               "eagle3-nb convert SRC DST --fix-d2t", ev))
         elif fmt == AMBIGUOUS:
             out.append(Finding("D2T_AMBIGUOUS", WARNING, "d2t reads as valid offsets and as valid "
                                "absolute ids and there is no t2d to decide; trainers write offsets. "

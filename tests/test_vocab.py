@@ -238,3 +238,20 @@ def test_fix_d2t_rebuilds_missing_table_from_t2d(tmp_path):
     assert result.checks["d2t_after"] == {"format": "offset", "t2d_agrees": True}
     assert torch.equal(tload(str(tmp_path / "fixed" / "model.safetensors"))["d2t"],
                        tload(str(DRAFTS / "good" / "model.safetensors"))["d2t"])
+
+
+def test_offsets_with_arange_subtracted_are_recognised_and_repaired(run_cli, tmp_path):
+    """The first seed story's mistaken repair: t2d proves the table, the wrong-target count is
+    known (not "unknown"), and --fix-d2t restores the offsets."""
+    import json as _json
+    from eagle3_nb.io.checkpoint import Checkpoint
+
+    rc, out, _ = run_cli("vocab", DRAFTS / "d2t-arange-subtracted", "--json")
+    data = _json.loads(out)
+    assert data["format"] == "arange_subtracted"
+    assert all(e["n_wrong"] and e["n_wrong"] > 200 for e in data["engines"])
+    fixed = tmp_path / "fixed"
+    rc, out, err = run_cli("convert", DRAFTS / "d2t-arange-subtracted", fixed, "--fix-d2t")
+    assert rc == 0, err
+    assert (Checkpoint.open(fixed).read_array("d2t")
+            == Checkpoint.open(DRAFTS / "good").read_array("d2t")).all()

@@ -51,7 +51,7 @@ from eagle3_nb.config import NORM_FLAGS, DraftConfig, parse_config
 from eagle3_nb.engines import resolve_engine
 from eagle3_nb.engines.planner import flat_aux_ids, trained_aux_indices
 from eagle3_nb.errors import ConversionError, Eagle3NbError, OutputExistsError, VerificationError
-from eagle3_nb.findings import ABSOLUTE, MISSING, OFFSET
+from eagle3_nb.findings import ABSOLUTE, ARANGE_SUBTRACTED, MISSING, OFFSET
 from eagle3_nb.io.checkpoint import INDEX_NAME, Checkpoint, inside, read_json, sha256_file
 from eagle3_nb.io.files import (OWNER_NAME, cleanup_on_signals, default_dir_mode, fsync_dir,
                                 remove_stale_staging, rename_noreplace, staging_dir)
@@ -709,8 +709,8 @@ def _fix_d2t(ckpt: Checkpoint, cfg: DraftConfig, entries: list[_Entry]
 
     mapping = VocabMapping.from_checkpoint(ckpt, cfg)
     evidence = mapping.evidence + mapping.problems
-    if mapping.format == ABSOLUTE and not mapping.problems:
-        ids = mapping.readings["absolute"].ids
+    if mapping.format in (ABSOLUTE, ARANGE_SUBTRACTED) and not mapping.problems:
+        ids = mapping.intended_ids
     elif mapping.format == MISSING and mapping.t2d is not None and int(mapping.t2d.sum()) == cfg.Vd:
         ids = np.flatnonzero(mapping.t2d)
     else:

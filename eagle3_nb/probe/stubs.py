@@ -33,6 +33,14 @@ STUBS: dict[str, str] = {
     "vllm.vllm_flash_attn": "vLLM's flash-attention build (needs libcuda)",
 }
 
+# torch.ops namespace -> op names a layer's __init__ looks up (never calls) when the compiled
+# extension that registers them is stubbed above; each answers with a stand-in. vllm
+# [0.26.0-0.30.0] model_executor/layers/activation.py SiluAndMul.__init__ binds
+# torch.ops._C.silu_and_mul on CPU too (the op comes from vllm._C, stubbed); 0.31.0 binds it on
+# POWERPC CPUs only, releases before 0.26.0 on CUDA/XPU only. The adapter installs these only
+# for those releases.
+TORCH_OPS: dict[str, tuple[str, ...]] = {"_C": ("silu_and_mul",)}
+
 _used: list[str] = []
 
 
@@ -114,6 +122,26 @@ def install(names: tuple[str, ...] | None = None) -> None:
         return
     _finder = _Finder(tuple(names or STUBS))
     sys.meta_path.insert(0, _finder)
+
+
+def install_torch_ops() -> None:
+    """Placeholders for the TORCH_OPS that no loaded extension registered."""
+    import torch
+
+    for namespace, names in TORCH_OPS.items():
+        space = getattr(torch.ops, namespace)
+        for name in names:
+            try:
+                getattr(space, name)
+                continue
+            except (AttributeError, RuntimeError):
+                pass
+            setattr(space, name, _Stand(f"torch.ops.{namespace}.{name}"))
+            label = f"torch.ops.{namespace}.{name}"
+            if label not in _used:
+                _used.append(label)
+            STUBS.setdefault(label, "op of a stubbed compiled extension, looked up by a layer's "
+                                    "__init__, never called while loading weights")
 
 
 def used() -> list[dict[str, str]]:

@@ -576,6 +576,17 @@ def build_d2t_first_n(d: Path, w: Weights) -> None:
     write_draft(d, flat_config(), tensors)
 
 
+@variant("d2t-arange-subtracted", "correct offsets with arange subtracted once more (the first "
+         "seed story's mistaken repair of a table it took for absolute ids); t2d is correct",
+         per_engine(*[expect("silent_failure", "computes target id i + d2t[i] = the offset, "
+                             "not the token: almost every draft token maps to a wrong target",
+                             "AUX_LAYERS_DEFAULTED")] * 2),
+         global_codes=("D2T_ARANGE_SUBTRACTED",))
+def build_d2t_arange_subtracted(d: Path, w: Weights) -> None:
+    d2t = w.d2t - torch.arange(DRAFT_VOCAB, dtype=torch.int64)
+    write_draft(d, flat_config(), {**eagle_names(w.core), "d2t": d2t, "t2d": w.t2d})
+
+
 # Multi-latent attention sizes of the MLA draft (Kimi-K2.5-style), scaled to the tiny target
 MLA_SIZES = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8,
              "v_head_dim": 16}

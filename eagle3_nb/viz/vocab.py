@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from eagle3_nb.findings import (ABSOLUTE, AMBIGUOUS, CODES, IDENTITY, INVALID, LOW_COVERAGE,
+from eagle3_nb.findings import (ABSOLUTE, AMBIGUOUS, ARANGE_SUBTRACTED, CODES, IDENTITY, INVALID, LOW_COVERAGE,
                                 MISSING, OFFSET)
 from eagle3_nb.viz.html import (AMBER, BLUE, BORDER, GREEN, MONO, MUTED, RED, SEVERITY_COLORS,
                                 SOLID_GREEN, SOLID_RED, HTMLString, badge, cell, code, esc,
@@ -35,6 +35,7 @@ FORMAT_TEXT = {
     IDENTITY: "IDENTITY",
     AMBIGUOUS: "AMBIGUOUS",
     INVALID: "INVALID",
+    ARANGE_SUBTRACTED: "OFFSETS MINUS ARANGE",
 }
 FORMAT_HELP = {
     OFFSET: "d2t holds offsets: target_id = draft_id + d2t[draft_id], which is what every engine "
@@ -47,6 +48,8 @@ FORMAT_HELP = {
     AMBIGUOUS: "d2t reads as valid offsets and as valid absolute ids, and nothing in the "
                "checkpoint decides (no t2d)",
     INVALID: "d2t is not a usable table under either reading",
+    ARANGE_SUBTRACTED: "d2t holds correct offsets with arange subtracted once more: engines "
+                       "compute target id = i + d2t[i], which is now the offset, not the token",
 }
 WHAT_TO_DO = {
     OFFSET: "Nothing to fix here. Leading zeros in d2t are normal: they mean the lowest target "
@@ -60,6 +63,8 @@ WHAT_TO_DO = {
                "with a tokenizer (below) and check which reading gives the tokens you expect, or "
                "find the trainer's t2d.",
     INVALID: "Re-export d2t/t2d from the trainer's vocab cache; no engine can use this table.",
+    ARANGE_SUBTRACTED: "Write a repaired copy with <code>eagle3-nb convert SRC DST --fix-d2t</code>: "
+                       "t2d proves the table, and the repair adds arange back.",
 }
 
 
