@@ -41,6 +41,7 @@ CODES: dict[str, str] = {
     "ENGINE_BUG": "a known bug of this engine release affects this draft",
     "TARGET_MISMATCH": "the draft's config disagrees with the target's (vocab, width, RoPE, verifier)",
     "TARGET_QUANTIZED": "the target is quantized: its hidden states differ from full precision",
+    "EMBED_DIFFERS": "the draft's own embed_tokens are not the target's",
     # vocabulary mapping (d2t / t2d)
     "D2T_MISSING": "pruned draft vocab without a d2t table",
     "D2T_ABSOLUTE": "d2t holds absolute target ids instead of offsets",
@@ -143,6 +144,8 @@ NEXT_STEPS: dict[str, str] = {
                          "(eagle3-nb engines)",
     "TARGET_MISMATCH": "check that this draft was trained for this target (its config's sizes and "
                        "the verifier it names); retrain or pick the draft made for this target",
+    "EMBED_DIFFERS": "copy the target's embed_tokens into a converted copy of the draft, or drop "
+                     "them so the engine shares the target's (vLLM does when the draft has none)",
     "TARGET_QUANTIZED": "compare hidden-state dumps of the quantized and the full-precision target "
                         "on the same prompts (eagle3-nb accept --hidden-states on each)",
     "ENGINE_BUG": "upgrade {engine} to the release the finding names as fixed, or work around "

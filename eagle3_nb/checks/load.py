@@ -17,7 +17,7 @@ from eagle3_nb.engines.planner import LoadPlan, plan_load
 from eagle3_nb.findings import (ERROR, INFO, SUMMARY_VERSION, Finding, engine_codes, has_errors,
                                 sort_findings, verdict_line, verdicts)
 from eagle3_nb.io.checkpoint import Checkpoint, load_target_info
-from eagle3_nb.checks.target_match import target_findings
+from eagle3_nb.checks.target_match import embedding_findings, target_findings
 from eagle3_nb.layouts import Layout, SchemaRow, detect_layout, schema_diff, split_key
 from eagle3_nb.stats import scan_stats, stats_findings
 from eagle3_nb.vocab import VocabMapping
@@ -36,6 +36,7 @@ class Inspection:
     stats: Any | None            # stats.StatsResult when statistics were scanned
     global_findings: list[Finding]
     vocab: Any | None = None     # vocab.VocabMapping when tensor data was read
+    compared_embeddings: bool = False  # the target's weights were at hand for embed_tokens
 
     @property
     def findings(self) -> list[Finding]:
@@ -90,6 +91,11 @@ class Inspection:
         if self.vocab is None and "d2t" in {split_key(n).canonical for n in self.checkpoint.tensors}:
             out.append(_item("d2t values", "not read (--no-stats): offsets vs absolute ids, "
                              "range and injectivity unchecked", "drop --no-stats, or eagle3-nb vocab"))
+        own_embed = "embed_tokens.weight" in self.checkpoint.canonical_keys
+        if own_embed and (self.stats is None or not self.compared_embeddings):
+            out.append(_item("embed_tokens", "the draft ships its own, not compared with the "
+                             "target's weights (vLLM serves the draft's own copy)",
+                             "pass the target directory as --target-config, stats on"))
         if self.target is None:
             out.append(_item("the target", "no target config: the captured layers, the target "
                              "class's capture and the context length are not checked",
@@ -129,8 +135,20 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
         findings += vocab.findings()
     else:
         findings += _vocab_presence_findings(ckpt, cfg)
+    weights_at = _target_weights_dir(target_config)
+    if stats and weights_at is not None:
+        findings += embedding_findings(ckpt, weights_at, plans)
     return Inspection(ckpt, cfg, detect_layout(list(shapes)), target, plans, schema,
-                      stats_result, findings, vocab)
+                      stats_result, findings, vocab, compared_embeddings=weights_at is not None)
+
+
+def _target_weights_dir(target_config: str | Path | None) -> Path | None:
+    """The target's directory when its weights sit next to the given config."""
+    if target_config is None:
+        return None
+    path = Path(target_config)
+    folder = path if path.is_dir() else path.parent
+    return folder if next(folder.glob("*.safetensors"), None) else None
 
 
 def checkpoint_findings(ckpt: Checkpoint, cfg: DraftConfig, schema: list[SchemaRow]) -> list[Finding]:

@@ -9,10 +9,18 @@ at startup: a draft for another target loads and runs, and accepts almost nothin
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from eagle3_nb.config import DraftConfig, TargetInfo
 from eagle3_nb.findings import ERROR, WARNING, Finding
+from eagle3_nb.io.safetensors import TensorInfo, read_header, read_rows
+
+TARGET_EMBED_NAMES = ("model.embed_tokens.weight", "embed_tokens.weight",
+                      "model.language_model.embed_tokens.weight",
+                      "language_model.model.embed_tokens.weight")
+SAMPLED_ROWS = 256
+SAME_COPY = 0.99   # mean row cosine of a frozen copy of the target's embeddings (bf16 noise)
 
 
 def target_findings(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
@@ -93,3 +101,59 @@ def _quantized(target: TargetInfo) -> list[Finding]:
                     f"({target.quantization}): its hidden states differ from the full-precision "
                     "ones a draft is usually trained on, which lowers acceptance",
                     {"quantization": target.quantization})]
+
+
+def embedding_findings(ckpt, target_dir: Path, plans: list) -> list[Finding]:
+    """The draft's own embed_tokens against the target's, row by row, where the target's
+    weights are at hand. Drafts train with the target's embeddings frozen, so a copy that
+    differs was saved from something else (an exporter's random init); it matters where an
+    engine uses the draft's own copy."""
+    key = ckpt.canonical_keys.get("embed_tokens.weight")
+    theirs = _target_tensor(target_dir, TARGET_EMBED_NAMES)
+    if key is None or theirs is None:
+        return []
+    mine = ckpt.tensors[key]
+    if mine.shape != theirs[1].shape or len(mine.shape) != 2 or ckpt.format != "safetensors":
+        return []
+    step = max(1, mine.shape[0] // SAMPLED_ROWS)
+    rows = list(range(0, mine.shape[0], step))[:SAMPLED_ROWS]
+    a = read_rows(ckpt.path / mine.file, mine, rows)
+    b = read_rows(theirs[0], theirs[1], rows)
+    cosine = _mean_cosine(a, b)
+    if cosine >= SAME_COPY:
+        return []
+    users = [p.profile.key for p in plans if _uses_own_embedding(p.profile, ckpt.config)]
+    where = (f"{', '.join(users)} use{'s' if len(users) == 1 else ''} the draft's own copy"
+             if users else "no engine checked here uses the draft's copy")
+    return [Finding("EMBED_DIFFERS", ERROR if users else WARNING, f"the draft's embed_tokens "
+                    f"differ from the target's (mean cosine {cosine:.3f} over {len(rows)} rows; "
+                    f"a frozen copy is above {SAME_COPY}): {where}",
+                    {"mean_cosine": round(cosine, 4), "rows": len(rows), "engines": users})]
+
+
+def _uses_own_embedding(profile, cfg: DraftConfig) -> bool:
+    """Whether this release serves the checkpoint's own embed_tokens (its embed_policy, the
+    shapes being equal here)."""
+    if profile.embed_policy == "own_if_present":
+        return True
+    if profile.embed_policy == "target_unless_hidden_differs":
+        return cfg.Ht != cfg.H
+    return False
+
+
+def _mean_cosine(a, b) -> float:
+    import numpy as np
+
+    num = (a * b).sum(axis=1)
+    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    ok = den > 0
+    return float((num[ok] / den[ok]).mean()) if ok.any() else 0.0
+
+
+def _target_tensor(target_dir: Path, names: tuple[str, ...]) -> tuple[Path, TensorInfo] | None:
+    for path in sorted(Path(target_dir).glob("*.safetensors")):
+        header = read_header(path)
+        for name in names:
+            if name in header.tensors:
+                return path, header.tensors[name]
+    return None

@@ -194,6 +194,24 @@ def iter_chunks(path: Path, info: TensorInfo, chunk_bytes: int = 64 << 20) -> It
             del raw
 
 
+def read_rows(path: Path, info: TensorInfo, rows: list[int]):
+    """Rows of a 2-D tensor as a float32 numpy array [len(rows), cols], one small read each."""
+    import numpy as np
+
+    cols = info.shape[1]
+    width = cols * DTYPES[info.dtype][0]
+    out = np.empty((len(rows), cols), dtype=np.float32)
+    with open(path, "rb") as fh:
+        for i, row in enumerate(rows):
+            fh.seek(info.data_start + row * width)
+            raw = np.frombuffer(fh.read(width), dtype=np.uint8)
+            if raw.size != width:
+                raise _bad(info.file, f"tensor {info.name!r}: row {row} is cut short",
+                           "the file is truncated")
+            out[i] = decode(raw, info.dtype)
+    return out
+
+
 def decode(raw, dtype: str):
     """Reinterpret little-endian bytes of a safetensors dtype as a numpy array."""
     import numpy as np

@@ -587,6 +587,21 @@ def build_d2t_arange_subtracted(d: Path, w: Weights) -> None:
     write_draft(d, flat_config(), {**eagle_names(w.core), "d2t": d2t, "t2d": w.t2d})
 
 
+@variant("random-embed", "a speculators draft whose exporter saved random embed_tokens instead "
+         "of the target's (vLLM serves the draft's own copy)",
+         per_engine(SPECULATORS_REFUSED,
+                    expect("silent_failure", "loads the draft's own random embed_tokens: every "
+                           "input token is embedded wrong")),
+         global_codes=("EMBED_DIFFERS", "REMOTE_CODE"),
+         note="found by comparing rows with the bundled target's embed_tokens (inspect with the "
+              "target directory, statistics on)")
+def build_random_embed(d: Path, w: Weights) -> None:
+    init = _Init(SEED + 3)
+    tensors = {**speculators_state(w), "embed_tokens.weight": init.linear(*w.embed_tokens.shape)}
+    write_draft(d, speculators_config(DEFAULT_AUX_IDS), tensors)
+    (d / "config.py").write_text(TRIPWIRE_CODE, encoding="utf-8")
+
+
 # Multi-latent attention sizes of the MLA draft (Kimi-K2.5-style), scaled to the tiny target
 MLA_SIZES = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8,
              "v_head_dim": 16}
