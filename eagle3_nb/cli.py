@@ -165,6 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
     eng = sub.add_parser("engines", help="list the engine profiles and the versions they cover")
     eng.set_defaults(func=cmd_engines)
 
+    dif = sub.add_parser("diff", help="a draft against a known-good one: keys, config, d2t, "
+                         "statistics and engine verdicts side by side")
+    dif.add_argument("good", help="the draft that worked")
+    dif.add_argument("other", help="the draft to explain")
+    dif.add_argument("--engine", action="append", metavar="NAME==VERSION")
+    dif.add_argument("--target-config", metavar="CONFIG_JSON")
+    dif.add_argument("--json", action="store_true")
+    dif.set_defaults(func=cmd_diff)
+
     prb = sub.add_parser("probe", help="run the INSTALLED engine's own draft loader on DRAFT and "
                          "compare it with the engine's profile (needs the engine: make engine-env)")
     prb.add_argument("draft", help="draft checkpoint directory")
@@ -397,6 +406,18 @@ def cmd_engines(args) -> int:
           "version answers with the nearest range and a warning.")
     return EXIT_OK
 
+
+
+def cmd_diff(args) -> int:
+    from eagle3_nb.checks.diff import diff_drafts
+
+    data = diff_drafts(args.good, args.other, args.engine, args.target_config)
+    if args.json:
+        sys.stdout.write(json_text(data) + "\n")
+    else:
+        from eagle3_nb.viz.text import diff_text
+        print(diff_text(data))
+    return EXIT_FINDINGS if any(f["severity"] == "error" for f in data["findings"]) else EXIT_OK
 
 
 def cmd_probe(args) -> int:

@@ -115,3 +115,31 @@ def vocab_text(data: dict[str, Any]) -> str:
         lines.extend(textwrap.wrap(f"{SEVERITY_TEXT[f['severity']]:5} {f['code']}: {f['message']}",
                                    110, initial_indent="  ", subsequent_indent="        "))
     return printable("\n".join(lines))
+
+
+def diff_text(data: dict[str, Any]) -> str:
+    """eagle3-nb diff as text: findings first, then what differs, side by side."""
+    lines = [f"good:  {data['good']}", f"other: {data['other']}", ""]
+    for f in data["findings"]:
+        lines.append(f"  {SEVERITY_TEXT[f['severity']]} {f['code']}: {f['message']}")
+    if not data["findings"]:
+        lines.append("  no difference that changes what an engine builds or serves")
+    lines += ["", "VERDICTS"] + [f"  {v['profile']:<20} {v['good']:<16} -> {v['other']}"
+                                 for v in data["verdicts"]]
+    changed = [r for r in data["tensors"] if r["status"] != "same"]
+    lines += ["", f"TENSORS ({len(changed)} of {len(data['tensors'])} differ)"]
+    for r in changed:
+        g, o = r["good"] or {}, r["other"] or {}
+        lines.append(f"  {r['name']:<44} {r['status']:<14} {g.get('shape')} {g.get('dtype')} "
+                     f"norm {_num(g.get('norm'))} -> {o.get('shape')} {o.get('dtype')} "
+                     f"norm {_num(o.get('norm'))}")
+    if data["config"]:
+        lines += ["", "CONFIG"] + [f"  {r['field']:<28} {r['good']} -> {r['other']}"
+                                   for r in data["config"]]
+    if data["vocab"]:
+        lines += ["", f"D2T  {data['vocab']['good']} -> {data['vocab']['other']}"]
+    return printable("\n".join(lines))
+
+
+def _num(v) -> str:
+    return "-" if v is None else f"{v:.4g}"
