@@ -273,3 +273,19 @@ def test_qwen3_style_drafts_per_engine_release():
     native = flat_config(model_type="qwen3", architectures=["Eagle3Qwen3ForCausalLM"])
     assert plan("vllm==0.24.0", native, shapes=shapes).verdict == "ok"
     assert plan("vllm==0.23.0", native, shapes=shapes).verdict == "load_error"
+
+
+def test_vllm_before_0_11_1_builds_one_layer_and_raises_on_the_second():
+    """Found by eagle3-nb probe on vllm 0.11.0: the draft builds (one layer, whatever the config
+    says), and load_weights raises KeyError on the first layers.1.* key."""
+    from test_engines import shapes_for
+    from eagle3_nb.config import parse_config
+
+    raw = flat_config(num_hidden_layers=2)
+    shapes = shapes_for(parse_config(raw), layer0="layers.0.")
+    old = plan("vllm==0.11.0", raw, shapes=shapes)
+    errored = [k for k in old.keys if k.fate == "error"]
+    assert old.verdict == "load_error" and errored
+    assert all(k.name.startswith("layers.1.") and "KeyError" in k.reason for k in errored)
+    assert not any(f.evidence.get("num_hidden_layers") for f in old.findings)  # builds fine
+    assert plan("vllm==0.11.1", raw, shapes=shapes).verdict == "ok"

@@ -167,6 +167,19 @@ def test_stub_modules_answer_anything():
     assert set(stubs.STUBS) >= {"sgl_kernel", "vllm._C", "torchvision"}
 
 
+def test_torch_op_placeholders_and_old_release_gates():
+    import torch
+
+    from eagle3_nb.probe import adapters
+
+    stubs.install_torch_ops()  # vLLM 0.26-0.30 SiluAndMul.__init__ looks the op up
+    assert torch.ops._C.silu_and_mul is not None
+    assert any(s["module"] == "torch.ops._C.silu_and_mul" for s in stubs.used())
+    # the SGLang compat shims leave releases that do not need them untouched
+    assert adapters._sglang_config_registry_compat("0.5.20") == []
+    adapters._sglang_cpu_fallback_compat("0.5.8")  # returns before importing anything
+
+
 def test_cli_says_how_to_install_a_missing_engine(tmp_path):
     from importlib import metadata
     try:

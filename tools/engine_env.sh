@@ -9,6 +9,7 @@
 #
 #   tools/engine_env.sh sglang 0.5.23
 #   tools/engine_env.sh vllm 0.33.0
+#   tools/engine_env.sh sglang 0.5.16     (the older releases listed in the per-version case below)
 set -euo pipefail
 ENGINE=${1:?usage: tools/engine_env.sh ENGINE VERSION}
 VERSION=${2:?usage: tools/engine_env.sh ENGINE VERSION}
@@ -27,6 +28,14 @@ case $ENGINE in
             py-cpuinfo==9.0.0 uvloop==0.23.0 xgrammar==0.2.9" ;;
   *) echo "engine_env.sh: no side environment recipe for engine '$ENGINE' (sglang, vllm)" >&2; exit 2 ;;
 esac
+# Older releases: what their import chain needs beyond (or instead of) the lists above, found the
+# same way (import the draft module, build the draft, run load_weights, until nothing is missing).
+case "$ENGINE-$VERSION" in
+  sglang-0.5.16) DEPS="$DEPS xgrammar==0.2.9" ;;  # function_call/inkling_detector.py via server_args
+  sglang-0.5.7) DEPS="$DEPS fastapi==0.165.0 opentelemetry-api==1.45.2" ;;  # utils/common.py, tracing
+  vllm-0.21.0|vllm-0.18.1) DEPS="$DEPS gguf==0.19.0" ;;  # vllm.config imports the GGUF loader
+  vllm-0.11.0) DEPS="$DEPS blake3==1.0.11 gguf==0.19.0 setproctitle==1.3.8" ;;  # vllm.config, model loader
+esac
 
 if [ -f "$ENV/.ready" ]; then
   echo "$ENV ready ($(du -sh "$ENV" | cut -f1))"; exit 0
@@ -44,6 +53,7 @@ echo "import site; site.addsitedir('$DEVSITE')" > "$SITE/_eagle3nb_devvenv.pth"
 # shellcheck disable=SC2086
 "$DEV/bin/python" -m pip --python "$ENV/bin/python" install --quiet --no-deps \
   "$ENGINE==$VERSION" $DEPS
-"$ENV/bin/python" -c "import $ENGINE, torch, eagle3_nb" 
+# with the probe's stubs (CUDA-only packages), as the probe imports it
+"$ENV/bin/python" -c "import eagle3_nb.probe.stubs as s; s.install(); import $ENGINE, torch, eagle3_nb"
 touch "$ENV/.ready"
 echo "$ENV ready in $(( $(date +%s) - start ))s ($(du -sh "$ENV" | cut -f1))"

@@ -282,8 +282,10 @@ VLLM_0_11_1 = _range(
 )
 VLLM_0_11_0 = _range(
     VLLM_0_11_1, "0.11.0", "0.11.0",
-    {"max_layers": "llama_eagle3.py LlamaModel [<0.11.1]: exactly one decoder layer "
-     "(multi-layer drafts from PR #26164 in 0.11.1)", "too_many_layers_error": "as max_layers",
+    {"decoder_param": "llama_eagle3.py LlamaModel.__init__ [<0.11.1]: exactly one decoder "
+     "layer, model.layers.0, whatever num_hidden_layers says; LlamaModel.load_weights then "
+     "raises KeyError at params_dict[name] on the first layers.1.* key (multi-layer drafts from "
+     "PR #26164 in 0.11.1; confirmed by eagle3-nb probe on 0.11.0)",
      "aux_id_sources": "gpu_model_runner.py [<0.11.1]: the draft's ids are never read; the "
      "target captures (2, L//2, L-3) (PR #25961 in 0.11.1)",
      "embed_policy": "v1/spec_decode/eagle.py load_model [0.9.1-0.11.0]: the target's "
@@ -292,8 +294,7 @@ VLLM_0_11_0 = _range(
      "lm_head_policy": "eagle.py load_model [0.11.0]: the target's lm_head whenever the shapes "
      "match (PR #25406), fixed by #28549 in 0.11.1",
      "architectures": "registry.py [<0.11.1]: no Eagle3Qwen2_5vlForCausalLM (PR #22872)"},
-    max_layers=1, too_many_layers_error="only layer 0 is built: layers.1.* keys raise KeyError "
-    "(LlamaModel.load_weights)", aux_id_sources=(), embed_policy="target_if_shapes_match",
+    decoder_param="model.layers.0.", aux_id_sources=(), embed_policy="target_if_shapes_match",
     lm_head_policy="target_if_shapes_match",
     architectures={"Eagle3LlamaForCausalLM": "llama_eagle3.Eagle3LlamaForCausalLM",
                    "LlamaForCausalLMEagle3": "llama_eagle3.Eagle3LlamaForCausalLM",
