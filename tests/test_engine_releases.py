@@ -11,7 +11,7 @@ from eagle3_nb.engines import PROFILES, FIRST_EAGLE3, resolve_engine
 from eagle3_nb.engines import sglang as sglang_profiles
 from eagle3_nb.engines.bugs import BUGS
 from eagle3_nb.engines.planner import BUG_CONDITIONS
-from eagle3_nb.engines.profile import release_key
+from eagle3_nb.engines.profile import earlier_range, release_key
 from eagle3_nb.engines.releases import RELEASES
 
 
@@ -39,8 +39,7 @@ def test_every_published_release_answers_without_a_warning(engine):
 
 def test_a_range_that_changes_a_field_without_a_citation_is_refused():
     with pytest.raises(ValueError, match="no citation for \\['max_layers'\\]"):
-        sglang_profiles._range(sglang_profiles.SGLANG_0_5_11, "0.5.11", "0.5.11", {},
-                               max_layers=2)
+        earlier_range(sglang_profiles.SGLANG_0_5_11, "0.5.11", "0.5.11", {}, max_layers=2)
 
 
 # --- facts at the change points ----------------------------------------------------------------

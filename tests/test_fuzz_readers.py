@@ -11,7 +11,6 @@ import io
 import json
 import struct
 import zipfile
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st

@@ -7,7 +7,7 @@ version is adding a profile. Every field cites the fact it encodes in `cites`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from eagle3_nb.errors import EngineSpecError
 
@@ -200,3 +200,15 @@ def is_plain_release(text: str) -> bool:
     """No pre-release or local part: a build that could be a published release."""
     m = _match(text)
     return not re.search(r"dev|rc|a|b", m.group(2)) and "+" not in str(text)
+
+
+def earlier_range(prev: EngineProfile, first: str, last: str, cites: dict[str, str],
+                  **changes) -> EngineProfile:
+    """The profile of the range before `prev`: `prev` with the fields that differ there, each
+    with its citation (a change without one is refused, so every field change stays cited)."""
+    uncited = [f for f in changes if f not in cites]
+    if uncited:
+        raise ValueError(f"{prev.name} {first}..{last}: no citation for {uncited}")
+    return replace(prev, version=last, covers=(first, last), cites={**prev.cites, **cites},
+                   evidence=f"release survey: fields compared at every tag {first}..{last}",
+                   **changes)

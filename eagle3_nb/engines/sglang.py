@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from eagle3_nb.engines.profile import (AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE,
-                                       PLUS_ONE_IF_FIRST_IS_1, EngineProfile, FlagRule)
+                                       PLUS_ONE_IF_FIRST_IS_1, EngineProfile, FlagRule,
+                                       earlier_range)
 
 _NEVER = FlagRule(read=False, default={"flat": False, "speculators": False})
 _TOP = FlagRule(read=True, default={"flat": False, "speculators": False})
@@ -139,19 +140,8 @@ SGLANG_0_5_23 = replace(
                                       "loop yield boundary L (PR #32334, 0.5.17)"})
 
 
-def _range(prev: EngineProfile, first: str, last: str, cites: dict[str, str],
-           **changes) -> EngineProfile:
-    """The profile of an older range: `prev` with the fields that differ, each cited."""
-    uncited = [f for f in changes if f not in cites]
-    if uncited:
-        raise ValueError(f"sglang {first}..{last}: no citation for {uncited}")
-    return replace(prev, version=last, covers=(first, last), cites={**prev.cites, **cites},
-                   evidence=f"release survey: fields compared at every tag {first}..{last}",
-                   **changes)
-
-
 _LLAMA_EAGLE3 = "python/sglang/srt/models/llama_eagle3.py"
-SGLANG_0_5_13 = _range(
+SGLANG_0_5_13 = earlier_range(
     SGLANG_0_5_23, "0.5.13", "0.5.16",
     {"has_input_norm": f"{_LLAMA_EAGLE3} [<0.5.17]: no input_norm; input_norm.weight dropped "
      "silently (PR #32334 in 0.5.17)", "flags": "norm_before_fc not read before 0.5.17",
@@ -162,14 +152,14 @@ SGLANG_0_5_13 = _range(
     aux_rules={**SGLANG_0_5_23.aux_rules, "gpt_oss": PLUS_ONE},
     final_boundary_families=frozenset(),
 )
-SGLANG_0_5_12 = _range(
+SGLANG_0_5_12 = earlier_range(
     SGLANG_0_5_13, "0.5.12", "0.5.12.post1",
     {"aux_rules": "deepseek_v2.py set_eagle3_layers_to_capture [0.5.4.post2-0.5.12.post1]: +1 "
      "always (PR #25454 in 0.5.13: +1 only when layer_ids[0] == 1)",
      "mla": "kimi_k25_eagle3.py [0.5.12]: see SGLANG_MLA_0_5_12"},
     aux_rules={**SGLANG_0_5_13.aux_rules, "deepseek": PLUS_ONE}, mla=SGLANG_MLA_0_5_12,
 )
-SGLANG_0_5_11 = _range(
+SGLANG_0_5_11 = earlier_range(
     SGLANG_0_5_12, "0.5.11", "0.5.11",
     {"decoder_param": f"{_LLAMA_EAGLE3} LlamaModel [<0.5.12]: one model.midlayer; layers.N and "
      "the legacy_name_map arrived with PR #24663 (0.5.12)", "max_layers": "as decoder_param",
@@ -186,20 +176,20 @@ SGLANG_0_5_11 = _range(
     flags={name: _NEVER for name in SGLANG_0_5_23.flags},
     architecture_errors={**SGLANG_0_5_23.architecture_errors, **_NO_MLA}, mla=None,
 )
-SGLANG_0_5_8 = _range(
+SGLANG_0_5_8 = earlier_range(
     SGLANG_0_5_11, "0.5.8", "0.5.10.post1",
     {"graphs_use_default_ids": "cuda_graph_runner.py [0.4.9-0.5.10.post1]: "
      "set_eagle3_layers_to_capture() with no args before graph capture, so replayed decode "
      "captures the defaults (fixed by PR #22836 in 0.5.11)"},
     graphs_use_default_ids=True,
 )
-SGLANG_0_5_4_POST2 = _range(
+SGLANG_0_5_4_POST2 = earlier_range(
     SGLANG_0_5_8, "0.5.4.post2", "0.5.7",
     {"reads_use_aux_hidden_state": "model_runner.py [<0.5.8]: no use_aux_hidden_state, capture "
      "always on (PR #14920 in 0.5.8)"},
     reads_use_aux_hidden_state=False,
 )
-SGLANG_0_5_2 = _range(
+SGLANG_0_5_2 = earlier_range(
     SGLANG_0_5_4_POST2, "0.5.2", "0.5.4.post1",
     {"aux_rules": "deepseek_v2.py [<0.5.4.post2]: no set_eagle3_layers_to_capture "
      "(AttributeError at startup; PR #12319 in 0.5.4.post2)",
@@ -210,13 +200,13 @@ SGLANG_0_5_2 = _range(
                                "LlamaForCausalLMEagle3.__init__ reads it as a plain attribute "
                                "(AttributeError)"),
 )
-SGLANG_0_5_1 = _range(
+SGLANG_0_5_1 = earlier_range(
     SGLANG_0_5_2, "0.5.1", "0.5.1.post3",
     {"lm_head_policy": f"{_LLAMA_EAGLE3} [<0.5.2]: always its own ParallelLMHead(draft_vocab_"
      "size); draft_vocab_size: null -> target lm_head from PR #9739 (0.5.2)"},
     lm_head_policy="own_always",
 )
-SGLANG_0_4_9 = _range(
+SGLANG_0_4_9 = earlier_range(
     SGLANG_0_5_1, "0.4.9", "0.4.10.post2",
     {"aux_rules": "no gpt_oss.py before 0.5.1 (PR #8824)",
      "context_error": "model_config.py [0.4.x]: SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN "
@@ -225,7 +215,7 @@ SGLANG_0_4_9 = _range(
     aux_rules={**SGLANG_0_5_1.aux_rules, "gpt_oss": NO_CAPTURE}, context_error=None,
     context_override="",
 )
-SGLANG_0_4_4 = _range(
+SGLANG_0_4_4 = earlier_range(
     SGLANG_0_4_9, "0.4.4.post2", "0.4.8.post1",
     {"aux_id_sources": "model_runner.py [<0.4.9]: set_eagle3_layers_to_capture() with no "
      "arguments: the draft's ids are never read, the target captures [2, L//2, L-3] (PR #6985 "

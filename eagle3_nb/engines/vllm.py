@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from eagle3_nb.engines.profile import AS_IS, EngineProfile, FlagRule, release_key
+from eagle3_nb.engines.profile import AS_IS, EngineProfile, FlagRule, earlier_range, release_key
 
 # registry.py _SPECULATIVE_DECODING_MODELS: EAGLE-3 draft names served by llama_eagle3, with the
 # release that registered each (the release survey, docs/engine-facts-vllm.md)
@@ -152,24 +152,13 @@ _MODELS = "vllm/model_executor/models/"
 _SPEC = "vllm/transformers_utils/configs/speculators/algos.py update_eagle3"
 
 
-def _range(prev: EngineProfile, first: str, last: str, cites: dict[str, str],
-           **changes) -> EngineProfile:
-    """The profile of an older range: `prev` with the fields that differ, each cited."""
-    uncited = [f for f in changes if f not in cites and f not in ("mla",)]
-    if uncited:
-        raise ValueError(f"vllm {first}..{last}: no citation for {uncited}")
-    return replace(prev, version=last, covers=(first, last), cites={**prev.cites, **cites},
-                   evidence=f"release survey: fields compared at every tag {first}..{last}",
-                   **changes)
-
-
-VLLM_0_25 = _range(
+VLLM_0_25 = earlier_range(
     VLLM_0_33, "0.25.0", "0.29.0",
     {"d2t_param_needs_pruned_vocab": "llama_eagle3.py Eagle3LlamaForCausalLM.__init__ "
      "[0.25.0-0.29.0]: draft_id_to_target_id always created (zeros); only for a pruned vocab "
      "from 0.30.0 (matches PR #53458)"},
     d2t_param_needs_pruned_vocab=False)
-VLLM_0_24 = _range(
+VLLM_0_24 = earlier_range(
     VLLM_0_25, "0.24.0", "0.24.0",
     {"unknown_keys": "llama_eagle3.py LlamaModel.load_weights [<=0.24.0]: params_dict[name] -> "
      "KeyError for an unknown model.* name; AutoWeightsLoader with hf_to_vllm_mapper from 0.25.0 "
@@ -192,7 +181,7 @@ VLLM_0_24 = _range(
     mla=VLLM_MLA_0_22, last_layer_capturable=False,
     final_boundary_families=frozenset({"llama", "gpt_oss"}),
 )
-VLLM_0_22 = _range(
+VLLM_0_22 = earlier_range(
     VLLM_0_24, "0.22.0", "0.23.0",
     {"architectures": f"{_MODELS}registry.py [0.22.0-0.23.0]: no Eagle3Qwen3ForCausalLM "
      "(qwen3_eagle3.py, PR #43132 in 0.24.0)",
@@ -204,7 +193,7 @@ VLLM_0_22 = _range(
     speculators_layer_types=frozenset({"*"}), has_q_k_norm=False,
     fc_aux_top_level_layer_types=frozenset(),
 )
-VLLM_0_20 = _range(
+VLLM_0_20 = earlier_range(
     VLLM_0_22, "0.20.0", "0.21.0",
     {"fc_aux_count": "llama_eagle3.py LlamaModel.__init__ [<=0.21.0]: fc = Linear(3 * Ht, H); "
      "num_aux_hidden_states / eagle_config ids from 0.22.0 (PR #42764)",
@@ -243,36 +232,37 @@ VLLM_0_20 = _range(
                            "(the target's model_type is {model_type!r})",
     mla=VLLM_MLA_0_18, architectures=_llama_drafts("0.21.0"),
 )
-VLLM_0_19 = _range(
+VLLM_0_19 = earlier_range(
     VLLM_0_20, "0.19.0", "0.19.1",
     {"architectures": "registry.py [<0.20.0]: no Eagle3MiniMaxM2ForCausalLM (PR #37512, 0.20.0)"},
     architectures=_llama_drafts("0.19.1"),
 )
-VLLM_0_18 = _range(
+VLLM_0_18 = earlier_range(
     VLLM_0_19, "0.18.0", "0.18.1",
     {"flags": f"{_SPEC} [0.18.x]: norm_before_fc not copied from a speculators config "
      "(vllm #38111, fixed in 0.19.0)"},
     flags={**VLLM_0_19.flags, "norm_before_fc": FlagRule(
         True, {"flat": False, "speculators": False}, ignored_in=frozenset({"speculators"}))},
 )
-VLLM_0_16 = _range(
+VLLM_0_16 = earlier_range(
     VLLM_0_18, "0.16.0", "0.17.1",
     {"has_input_norm": "llama_eagle3.py [<0.18.0]: no input_norm (norm_before_fc, PR #36545 in "
      "0.18.0): input_norm.weight raises KeyError",
      "flags": "norm_before_fc not read before 0.18.0",
      "drop_when_off": "the input_norm weight mapper arrived with PR #36545 (0.18.0)",
-     "final_boundary_families": "index L not capturable before 0.18.0 (PR #36063)"},
+     "final_boundary_families": "index L not capturable before 0.18.0 (PR #36063)",
+     "mla": "no deepseek_eagle3.py before 0.18.0 (PR #36361)"},
     has_input_norm=False, flags={**VLLM_0_19.flags, "norm_before_fc": _NOT_READ},
     drop_when_off=(("fc", "use_aux_hidden_state"),), final_boundary_families=frozenset(),
     mla=None,
 )
-VLLM_0_12 = _range(
+VLLM_0_12 = earlier_range(
     VLLM_0_16, "0.12.0", "0.15.1",
     {"qkv_bias": "llama_eagle3.py LlamaDecoderLayer [<0.16.0]: qkv_proj built with bias=False; "
      "attention_bias from PR #32887 (0.16.0)"},
     qkv_bias=False,
 )
-VLLM_0_11_1 = _range(
+VLLM_0_11_1 = earlier_range(
     VLLM_0_12, "0.11.1", "0.11.2",
     {"reads_use_aux_hidden_state": "use_aux_hidden_state read from 0.12.0 (vllm #27688): before, "
      "every head gets the 3 captured states through a 3H fc",
@@ -280,7 +270,7 @@ VLLM_0_11_1 = _range(
      "architectures": "registry.py [<0.12.0]: no Eagle3Qwen3vlForCausalLM (PR #29594, 0.12.0)"},
     reads_use_aux_hidden_state=False, drop_when_off=(), architectures=_llama_drafts("0.11.2"),
 )
-VLLM_0_11_0 = _range(
+VLLM_0_11_0 = earlier_range(
     VLLM_0_11_1, "0.11.0", "0.11.0",
     {"decoder_param": "llama_eagle3.py LlamaModel.__init__ [<0.11.1]: exactly one decoder "
      "layer, model.layers.0, whatever num_hidden_layers says; LlamaModel.load_weights then "
@@ -300,13 +290,13 @@ VLLM_0_11_0 = _range(
                    "LlamaForCausalLMEagle3": "llama_eagle3.Eagle3LlamaForCausalLM",
                    "LlamaForCausalLM": "prefixed to Eagle3LlamaForCausalLM"},
 )
-VLLM_0_10_2 = _range(
+VLLM_0_10_2 = earlier_range(
     VLLM_0_11_0, "0.10.2", "0.10.2",
     {"lm_head_policy": "eagle.py load_model [<=0.10.2]: EAGLE-3 never shares the target's "
      "lm_head (method != 'eagle3' guard)"},
     lm_head_policy="own_always",
 )
-VLLM_0_10_1 = _range(
+VLLM_0_10_1 = earlier_range(
     VLLM_0_10_2, "0.10.1", "0.10.1.1",
     {"architectures": "registry.py [0.10.1-0.10.1.1]: LlamaForCausalLMEagle3 not registered "
      "(re-enabled by PR #24392 in 0.10.2)", "architecture_errors": "as architectures",
@@ -318,7 +308,7 @@ VLLM_0_10_1 = _range(
                          "(PR #24392 re-added it in 0.10.2): startup fails"},
     capture_switch='"method": "eagle3" in --speculative-config (required: a path is not enough)',
 )
-VLLM_0_9_1 = _range(
+VLLM_0_9_1 = earlier_range(
     VLLM_0_10_1, "0.9.1", "0.10.0",
     {"dialects": "transformers_utils/configs/speculators/ [<0.10.1]: no speculators format "
      "(PR #21345 in 0.10.1)", "dialect_error": "as dialects",
@@ -333,7 +323,7 @@ VLLM_0_9_1 = _range(
     architecture_errors={"LlamaForCausalLMEagle3": "prefixed to Eagle3LlamaForCausalLMEagle3, "
                          "which is not registered: startup fails"},
 )
-VLLM_0_9_0 = _range(
+VLLM_0_9_0 = earlier_range(
     VLLM_0_9_1, "0.9.0", "0.9.0.1",
     {"missing_params": "model_loader DefaultModelLoader strict check [0.9.0-0.9.0.1]: "
      "load_weights returned the loaded set (PR #18273); 0.9.1 returns None again (PR #18909)",
@@ -341,7 +331,7 @@ VLLM_0_9_0 = _range(
      "PP=1 (PR #17326): an own copy raises KeyError (vllm #18906)"},
     missing_params="raise", embed_policy="target_always",
 )
-VLLM_0_8_5 = _range(
+VLLM_0_8_5 = earlier_range(
     VLLM_0_9_0, "0.8.5", "0.8.5.post1",
     {"architectures": "v1/spec_decode/eagle.py EagleProposer.load_model [0.8.5]: always builds "
      "Eagle3LlamaForCausalLM; the config's architectures is not read",
