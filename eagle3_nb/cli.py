@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--target-config", metavar="CONFIG_JSON",
                      help="the target model's config.json (resolves layer ids, context length)")
     ins.add_argument("--no-stats", action="store_true", help="headers only: skip tensor statistics")
+    ins.add_argument("--launch", metavar="COMMAND_OR_FILE",
+                     help="the serving command (sglang.launch_server / vllm serve), or a file "
+                          "holding it: its speculative settings are checked against the draft")
     ins.add_argument("--stats-budget", type=_size, default="1G", metavar="BYTES",
                      help="bytes of tensor data the statistics scan may read (default 1G)")
     ins.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -209,7 +212,8 @@ def cmd_inspect(args) -> int:
     from eagle3_nb.checks.load import inspect_checkpoint
 
     result = inspect_checkpoint(args.path, args.engine, args.target_config,
-                                stats=not args.no_stats, stats_budget=args.stats_budget)
+                                stats=not args.no_stats, stats_budget=args.stats_budget,
+                                launch=args.launch)
     data = result.to_json()
     if args.json:
         sys.stdout.write(json_text(data) + "\n")

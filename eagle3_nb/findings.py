@@ -43,6 +43,7 @@ CODES: dict[str, str] = {
     "TARGET_QUANTIZED": "the target is quantized: its hidden states differ from full precision",
     "EMBED_DIFFERS": "the draft's own embed_tokens are not the target's",
     "DRAFT_DIFFERS": "a change from the known-good draft that matters (eagle3-nb diff)",
+    "LAUNCH_SETTING": "the serving command runs this draft in a way that defeats it",
     # vocabulary mapping (d2t / t2d)
     "D2T_MISSING": "pruned draft vocab without a d2t table",
     "D2T_ABSOLUTE": "d2t holds absolute target ids instead of offsets",
@@ -145,6 +146,7 @@ NEXT_STEPS: dict[str, str] = {
                          "(eagle3-nb engines)",
     "TARGET_MISMATCH": "check that this draft was trained for this target (its config's sizes and "
                        "the verifier it names); retrain or pick the draft made for this target",
+    "LAUNCH_SETTING": "change the serving command as the finding says ({engine})",
     "DRAFT_DIFFERS": "read the side-by-side table: the change named is the first suspect",
     "EMBED_DIFFERS": "copy the target's embed_tokens into a converted copy of the draft, or drop "
                      "them so the engine shares the target's (vLLM does when the draft has none)",

@@ -18,6 +18,7 @@ from eagle3_nb.findings import (ERROR, INFO, SUMMARY_VERSION, Finding, engine_co
                                 sort_findings, verdict_line, verdicts)
 from eagle3_nb.io.checkpoint import Checkpoint, load_target_info
 from eagle3_nb.checks.target_match import embedding_findings, target_findings
+from eagle3_nb.engines.launch import launch_findings, read_launch
 from eagle3_nb.layouts import Layout, SchemaRow, detect_layout, schema_diff, split_key
 from eagle3_nb.stats import scan_stats, stats_findings
 from eagle3_nb.vocab import VocabMapping
@@ -37,6 +38,7 @@ class Inspection:
     global_findings: list[Finding]
     vocab: Any | None = None     # vocab.VocabMapping when tensor data was read
     compared_embeddings: bool = False  # the target's weights were at hand for embed_tokens
+    launch: Any | None = None    # engines.launch.LaunchSettings when a command was given
 
     @property
     def findings(self) -> list[Finding]:
@@ -73,6 +75,7 @@ class Inspection:
                 "engines": self.vocab.engine_view(p.profile for p in self.plans)},
             "engines": [p.to_json(extra_errors=global_errors) for p in self.plans],
             "findings": [f.to_json() for f in self.findings],
+            "launch": None if self.launch is None else self.launch.to_json(),
             "unchecked": self.unchecked(),
             "overall": self.overall(),
         }
@@ -116,7 +119,8 @@ class Inspection:
 
 def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
                        target_config: str | Path | None = None, stats: bool = True,
-                       stats_budget: int = DEFAULT_STATS_BUDGET) -> Inspection:
+                       stats_budget: int = DEFAULT_STATS_BUDGET,
+                       launch: str | None = None) -> Inspection:
     ckpt = Checkpoint.open(path)
     cfg = ckpt.config
     target = load_target_info(target_config) if target_config else None
@@ -135,11 +139,15 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
         findings += vocab.findings()
     else:
         findings += _vocab_presence_findings(ckpt, cfg)
+    settings = read_launch(launch) if launch else None
+    if settings is not None:
+        findings += launch_findings(settings, cfg, [p.profile for p in plans])
     weights_at = _target_weights_dir(target_config)
     if stats and weights_at is not None:
         findings += embedding_findings(ckpt, weights_at, plans)
     return Inspection(ckpt, cfg, detect_layout(list(shapes)), target, plans, schema,
-                      stats_result, findings, vocab, compared_embeddings=weights_at is not None)
+                      stats_result, findings, vocab, compared_embeddings=weights_at is not None,
+                      launch=settings)
 
 
 def _target_weights_dir(target_config: str | Path | None) -> Path | None:

@@ -1,0 +1,64 @@
+"""inspect --launch: the serving command read against the draft."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import DRAFTS, TARGET_CONFIG
+from eagle3_nb.engines.launch import read_launch
+
+SGLANG = ("python -m sglang.launch_server --model-path /models/target --speculative-algorithm "
+          "{algo} --speculative-draft-model-path /models/draft --speculative-num-steps 3 "
+          "--speculative-eagle-topk 4 --speculative-num-draft-tokens 8 --tp-size 2")
+VLLM = ("vllm serve /models/target --tensor-parallel-size 4 --speculative-config "
+        "'{{\"model\": \"/models/draft\", \"method\": \"{method}\", \"num_speculative_tokens\": 3}}'")
+
+
+def launch_codes(run_cli, command, variant="good", engine="sglang==0.5.23"):
+    rc, out, err = run_cli("inspect", DRAFTS / variant, "--no-stats", "--json", "--engine", engine,
+                           "--target-config", TARGET_CONFIG, "--launch", command)
+    assert rc in (0, 1), err
+    data = json.loads(out)
+    return data, [f for f in data["findings"] if f["code"] == "LAUNCH_SETTING"]
+
+
+def test_sglang_with_eagle_instead_of_eagle3_is_the_accept_length_one_case(run_cli):
+    data, found = launch_codes(run_cli, SGLANG.format(algo="EAGLE"))
+    assert [f["severity"] for f in found] == ["error"] and "EAGLE3" in found[0]["message"]
+    assert data["launch"]["num_steps"] == 3 and data["launch"]["topk"] == 4
+    assert data["launch"]["num_draft_tokens"] == 8 and data["launch"]["tensor_parallel"] == 2
+    _, found = launch_codes(run_cli, SGLANG.format(algo="EAGLE3"))
+    assert found == []
+
+
+def test_vllm_method_and_settings(run_cli):
+    data, found = launch_codes(run_cli, VLLM.format(method="eagle3"), engine="vllm==0.33")
+    assert found == [] and data["launch"]["num_steps"] == 3
+    assert data["launch"]["tensor_parallel"] == 4 and data["launch"]["draft"] == "/models/draft"
+    _, found = launch_codes(run_cli, VLLM.format(method="eagle"), engine="vllm==0.33")
+    assert found and found[0]["severity"] == "error"
+
+
+def test_a_missing_draft_and_an_inherited_mla_backend(run_cli):
+    cmd = "python -m sglang.launch_server --model-path /m --speculative-algorithm EAGLE3 " \
+          "--attention-backend trtllm_mla"
+    _, found = launch_codes(run_cli, cmd)
+    messages = " ".join(f["message"] for f in found)
+    assert "names no draft model" in messages and "inherits it" in messages
+    _, found = launch_codes(run_cli, cmd + " --speculative-draft-model-path /d", "mla-draft")
+    assert found == []  # an MLA draft runs on an MLA backend
+
+
+def test_a_command_file_with_continuations(tmp_path):
+    path = tmp_path / "serve.sh"
+    path.write_text("python3 -m sglang.launch_server \\\n  --model-path /m \\\n"
+                    "  --speculative-algorithm=EAGLE3 --disable-cuda-graph\n")
+    s = read_launch(str(path))
+    assert s.engine == "sglang" and s.method == "EAGLE3" and s.cuda_graphs is False
+
+
+def test_not_a_serving_command(run_cli):
+    rc, _, err = run_cli("inspect", DRAFTS / "good", "--no-stats", "--launch", "python train.py")
+    assert rc == 2 and "neither an SGLang nor a vLLM server" in err
