@@ -22,9 +22,6 @@ from eagle3_nb.findings import ERROR, INFO, WARNING, Finding
 
 SGLANG_BOOLEAN = ("--disable-cuda-graph",)
 VLLM_BOOLEAN = ("--enforce-eager",)
-# the draft worker takes the process-wide attention backends unless this is set (SGLang
-# model_runner_components/attention_backend_setup.py, the draft-override branch [0.5.23])
-DRAFT_BACKEND_FLAG = "--speculative-draft-attention-backend"
 
 
 @dataclass
@@ -101,7 +98,7 @@ def _sglang(f: dict[str, Any]) -> LaunchSettings:
         f.get("--speculative-algorithm"), _int(f.get("--speculative-num-steps")),
         _int(f.get("--speculative-eagle-topk")), _int(f.get("--speculative-num-draft-tokens")),
         _int(f.get("--tp-size") or f.get("--tp")), not f.get("--disable-cuda-graph"),
-        f.get("--attention-backend"), f.get(DRAFT_BACKEND_FLAG), f)
+        f.get("--attention-backend"), f.get("--speculative-draft-attention-backend"), f)
 
 
 def _vllm(words: list[str], f: dict[str, Any]) -> LaunchSettings:
@@ -152,10 +149,10 @@ def _checks(launch: LaunchSettings, cfg: DraftConfig, p: EngineProfile) -> list[
                     f"an EAGLE-3 draft needs {p.capture_switch}", ev))
     backend = launch.attention_backend or ""
     if "mla" in backend and not cfg.mla and not launch.draft_attention_backend \
-            and launch.engine == "sglang":
+            and p.draft_attention_flag:
         out.append(("LAUNCH_SETTING", WARNING, f"--attention-backend {backend} is an MLA "
-                    f"backend, and the draft worker inherits it without {DRAFT_BACKEND_FLAG}: "
-                    "this draft's attention is not MLA", ev))
+                    f"backend, and the draft worker inherits it without "
+                    f"{p.draft_attention_flag}: this draft's attention is not MLA", ev))
     if p.graphs_use_default_ids and not launch.cuda_graphs:
         out.append(("LAUNCH_SETTING", INFO, "CUDA graphs are off, so this release's graph "
                     "replay of the default aux layers does not apply", ev))

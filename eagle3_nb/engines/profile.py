@@ -119,6 +119,9 @@ class EngineProfile:
     # families whose final boundary (index L) is capturable although last_layer_capturable is
     # false (the capture table's per-class answer wins where it has one)
     final_boundary_families: frozenset[str] = frozenset()
+    # the launch flag that gives the draft worker its own attention backend; "" when the engine
+    # has none to read here. Without it, the draft worker inherits the target's backend.
+    draft_attention_flag: str = ""
     # draft config model_type -> the startup error it meets (a config rewritten to another class)
     draft_model_type_errors: dict[str, str] = field(default_factory=dict)
     # the draft class's attention and the weights its loader fuses

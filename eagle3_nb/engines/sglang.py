@@ -60,6 +60,7 @@ SGLANG_0_5_23 = EngineProfile(
                    "max_position_embeddings (ModelConfig._derive_context_length) unless "
                    "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"),
     capture_switch="--speculative-algorithm EAGLE3",
+    draft_attention_flag="--speculative-draft-attention-backend",
     context_override="SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
     cites={
         "capture_switch": "reference/sglang-serving.md §2, §4.5: with EAGLE (not EAGLE3) no aux "
@@ -78,6 +79,10 @@ SGLANG_0_5_23 = EngineProfile(
         "lm_head": "llama_eagle3.py L303-314: draft_vocab_size null -> load_lm_head_from_target",
         "norm_before_fc": "llama_eagle3.py L159-182: eagle_config.norm_before_fc, else top level",
         "context": "model_config.py L1291-1316 _derive_context_length (PR #9388)",
+        "draft_attention_flag": "model_runner_components/attention_backend_setup.py: a draft "
+                                "runner uses ModelRunner.draft_attention_backend when set, else "
+                                "the process-wide backends [0.5.23]; the flag from 0.5.7 (PR "
+                                "#14843)",
         "extra_layers": "llama_eagle3.py L88-119 LlamaDecoderLayer.forward: layers >= 1 use hidden_norm",
     },
 )
@@ -183,11 +188,17 @@ SGLANG_0_5_8 = earlier_range(
      "captures the defaults (fixed by PR #22836 in 0.5.11)"},
     graphs_use_default_ids=True,
 )
-SGLANG_0_5_4_POST2 = earlier_range(
-    SGLANG_0_5_8, "0.5.4.post2", "0.5.7",
+SGLANG_0_5_7 = earlier_range(
+    SGLANG_0_5_8, "0.5.7", "0.5.7",
     {"reads_use_aux_hidden_state": "model_runner.py [<0.5.8]: no use_aux_hidden_state, capture "
      "always on (PR #14920 in 0.5.8)"},
     reads_use_aux_hidden_state=False,
+)
+SGLANG_0_5_4_POST2 = earlier_range(
+    SGLANG_0_5_7, "0.5.4.post2", "0.5.6.post2",
+    {"draft_attention_flag": "server_args.py [<0.5.7]: no --speculative-draft-attention-backend "
+     "(PR #14843 in 0.5.7); the draft always runs the target's attention backend"},
+    draft_attention_flag="",
 )
 SGLANG_0_5_2 = earlier_range(
     SGLANG_0_5_4_POST2, "0.5.2", "0.5.4.post1",
@@ -231,4 +242,4 @@ SGLANG_0_4_4 = earlier_range(
 )
 
 PROFILES = (SGLANG_0_4_4, SGLANG_0_4_9, SGLANG_0_5_1, SGLANG_0_5_2, SGLANG_0_5_4_POST2,
-            SGLANG_0_5_8, SGLANG_0_5_11, SGLANG_0_5_12, SGLANG_0_5_13, SGLANG_0_5_23)
+            SGLANG_0_5_7, SGLANG_0_5_8, SGLANG_0_5_11, SGLANG_0_5_12, SGLANG_0_5_13, SGLANG_0_5_23)
