@@ -63,4 +63,4 @@ class DumpFormatError(Eagle3NbError):
 
 class DraftIdOutOfRange(Eagle3NbError):
     """A drafted token maps (through d2t) outside the target vocabulary: engines index their
-    embedding with it and stop on a device-side assert (DOMAIN.md "d2t")."""
+    embedding with it and stop on a device-side assert (docs/domain.md "d2t")."""

@@ -106,7 +106,7 @@ def has_errors(findings: list[Finding]) -> bool:
 # ----------------------------------------------------------------------------- next steps
 
 # The next thing to try per finding code ({engine}: the profile it holds for). Commands are the
-# kit's own; engine facts are from ../shared/DOMAIN.md and the notes it cites.
+# kit's own; engine facts are from docs/domain.md and the notes it cites.
 NEXT_STEPS: dict[str, str] = {
     "KEYS_DROPPED": "convert a copy to the layout {engine} loads: eagle3-nb convert CKPT NEW "
                     "--engine {engine} (never in place), then serve the copy",

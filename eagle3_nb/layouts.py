@@ -90,7 +90,7 @@ class SchemaEntry:
 
 
 def expected_schema(cfg: DraftConfig, num_aux: int | None = None) -> dict[str, SchemaEntry]:
-    """Every tensor the config promises, canonical names, with shapes (DOMAIN.md 'The draft')."""
+    """Every tensor the config promises, canonical names, with shapes (docs/domain.md 'The draft')."""
     H, Ht, A = cfg.H, cfg.Ht, num_aux or cfg.num_aux
     out: dict[str, SchemaEntry] = {}
 

@@ -13,7 +13,7 @@
     target_id = draft_id + d2t[draft_id]
 
 The same math as SafeAILab cnets.py, SpecForge llama3_eagle.py, speculators eagle3/core.py and
-the engines' llama_eagle3.py (see DOMAIN.md); the wiring switches (eagle3_nb.wiring) select the
+the engines' llama_eagle3.py (see docs/domain.md); the wiring switches (eagle3_nb.wiring) select the
 variants engines differ on. Device and dtype are parameters; norms compute in float32.
 """
 
@@ -421,7 +421,7 @@ class Eagle3Draft(nn.Module):
 def as_engine_leaves(draft: Eagle3Draft, wiring: Wiring, seed: int = 0) -> Eagle3Draft:
     """The draft as an engine computes it when no checkpoint key fills `wiring.reset_params`: a
     copy with those norms at ones and those linear weights random (nn.Linear's own init, seeded,
-    standing in for the uninitialised memory engines allocate them with; DOMAIN.md "SGLang").
+    standing in for the uninitialised memory engines allocate them with; docs/domain.md "SGLang").
     The draft itself when nothing is reset."""
     if not wiring.reset_params:
         return draft

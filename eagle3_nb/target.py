@@ -1,6 +1,6 @@
 """The target model and its hidden states: a local transformers model, or the dumps engines write.
 
-Which target state is which (DOMAIN.md "Aux layer ids: two conventions", "Hidden-state dumps"):
+Which target state is which (docs/domain.md "Aux layer ids: two conventions", "Hidden-state dumps"):
 
 - HF `hidden_states[k]` (k = 0..L) is the residual stream after k decoder layers; k = 0 is the
   embedding output. EAGLE's default aux layers are the *inputs* of layers 2, L//2 and L-3, i.e.

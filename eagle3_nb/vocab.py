@@ -2,7 +2,7 @@
 token counts, coverage. Never guesses: when both readings of a table fit and nothing decides, the
 answer is "ambiguous" with what each reading maps to.
 
-Facts (DOMAIN.md "d2t"): d2t [Vd] int64 holds offsets, target_id = i + d2t[i]; t2d [Vt] bool marks
+Facts (docs/domain.md "d2t"): d2t [Vd] int64 holds offsets, target_id = i + d2t[i]; t2d [Vt] bool marks
 the kept target ids; trainers (SafeAILab cnets.py scandata, SpecForge process_token_dict_to_mappings,
 speculators build_vocab_mappings_from_distribution) take the Vd most frequent loss-masked ids,
 sort them ascending and store offsets, so d2t is non-decreasing and arange(Vd) + d2t == nonzero(t2d).

@@ -12,7 +12,7 @@ from typing import Any
 
 from eagle3_nb.findings import ERROR, WARNING, Finding, collapses
 
-# What an off-by-one layer costs differs by target (DOMAIN.md "Aux layer ids: two conventions").
+# What an off-by-one layer costs differs by target (docs/domain.md "Aux layer ids: two conventions").
 OFF_BY_ONE_RANGE = ("How much a shifted layer costs depends on how alike the target's layers "
                     "are: SGLang PR #25454 measured ~0.10 accept-length loss from an off-by-one "
                     "on Kimi-K2.5, vLLM PR #43671 saw MiniMax-M2's position-0 acceptance fall "

@@ -77,7 +77,7 @@ LAYER_KEYS = (
 # speculators top-level keys that the flat config keeps at the top level as they are
 SPEC_TOP_KEEP = ("draft_vocab_size", "num_aux_hidden_states", "tie_word_embeddings", "dtype",
                  "torch_dtype", "transformers_version")
-# the speculators converter hard-codes this proposal (speculators-and-vllm.md); vLLM reads
+# the speculators converter hard-codes this proposal (docs/speculators-and-vllm.md); vLLM reads
 # num_speculative_tokens from proposal_methods[0]
 DEFAULT_PROPOSAL = {"proposal_type": "greedy", "speculative_tokens": 3, "verifier_accept_k": 1,
                     "accept_tolerance": 0.0}

@@ -91,54 +91,54 @@ def _aux_text(profiles: list[dict]) -> str:
 
 def _sglang_flags(data: dict[str, Any], profiles: list[dict]) -> list[dict[str, str]]:
     ckpt, codes = data.get("checkpoint"), {f["code"] for f in data.get("findings", [])}
-    # ../shared/reference/sglang-serving.md §1 (set_embed_and_head, d2t ignored, no capture
+    # docs/sglang-serving.md §1 (set_embed_and_head, d2t ignored, no capture
     # under EAGLE), §4.5 (CLI flags, auto-chosen (steps, topk, draft tokens)), PR #21272
     rows = [
         _row("SGLang", "--speculative-algorithm EAGLE3",
              "not EAGLE: with EAGLE no aux states are captured, the target's head replaces the "
              "draft's and d2t is ignored; accept length ~1.0 with no error",
-             "sglang-serving.md §1, §2, §4.5; sglang PR #21272"),
+             "docs/sglang-serving.md §1, §2, §4.5; sglang PR #21272"),
         _row("SGLang", f"--speculative-draft-model-path {ckpt}",
              f"the directory inspected here (or your converted copy); loads as is on: "
-             f"{_loads(profiles)}", "sglang-serving.md §4.5"),
+             f"{_loads(profiles)}", "docs/sglang-serving.md §4.5"),
         _row("SGLang", "--speculative-num-steps, --speculative-eagle-topk, "
              "--speculative-num-draft-tokens",
              "set all three or none (only some: assertion); unset, SGLang picks (5, 4, 8) for "
              "Llama targets and (3, 1, 4) otherwise; with topk 1 draft tokens = steps + 1. "
-             "Compare accept lengths only at equal settings", "sglang-serving.md §4.5"),
+             "Compare accept lengths only at equal settings", "docs/sglang-serving.md §4.5"),
         _row("SGLang", "eagle_config.eagle_aux_hidden_state_layer_ids (draft config.json)",
              "SGLang reads aux layer ids only from the nested eagle_config. "
-             + _aux_text(profiles), "DOMAIN.md 'Aux layer ids'; sglang-serving.md §2"),
+             + _aux_text(profiles), "docs/domain.md 'Aux layer ids'; docs/sglang-serving.md §2"),
     ]
     if "CONTEXT_TOO_SHORT" in codes:
         rows.append(_row("SGLang", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
                          "the draft's max_position_embeddings is below the target's context: "
                          "startup fails without it, acceptance drops on long prompts with it",
-                         "sglang-serving.md §4.5"))
+                         "docs/sglang-serving.md §4.5"))
     if "REMOTE_CODE" in codes:
         rows.append(_row("SGLang", "no --trust-remote-code",
-                         "the checkpoint ships code; SGLang would import it", "DOMAIN.md SGLang"))
+                         "the checkpoint ships code; SGLang would import it", "docs/domain.md SGLang"))
     return rows
 
 
 def _vllm_flags(data: dict[str, Any], profiles: list[dict]) -> list[dict[str, str]]:
     ckpt = data.get("checkpoint")
     spec = f'{{"method": "eagle3", "model": {json.dumps(ckpt)}, "num_speculative_tokens": K}}'
-    # ../shared/reference/speculators-and-vllm.md §4 (config ingestion, method auto-detection,
+    # docs/speculators-and-vllm.md §4 (config ingestion, method auto-detection,
     # verifier must be a remote repo id in 0.33, aux ids read as hidden_states[id])
     rows = [
         _row("vLLM", f"--speculative-config '{spec}'",
              'method must be "eagle3": vLLM infers it only when the draft path contains "eagle3"; '
-             f"loads as is on: {_loads(profiles)}", "speculators-and-vllm.md §4"),
+             f"loads as is on: {_loads(profiles)}", "docs/speculators-and-vllm.md §4"),
         _row("vLLM", "num_speculative_tokens",
              "the draft depth K; compare accept lengths only at equal K (vLLM's mean acceptance "
-             "length = 1 + accepted / drafts)", "DOMAIN.md vLLM; speculators-and-vllm.md §4"),
+             "length = 1 + accepted / drafts)", "docs/domain.md vLLM; docs/speculators-and-vllm.md §4"),
         _row("vLLM", "aux layer ids", "vLLM captures hidden_states[id] with no offset. "
-             + _aux_text(profiles), "DOMAIN.md 'Aux layer ids'"),
+             + _aux_text(profiles), "docs/domain.md 'Aux layer ids'"),
     ]
     if (data.get("config") or {}).get("dialect") == "speculators":
         rows.append(_row("vLLM", "--model TARGET with --speculative-config",
                          "a speculators config names its verifier; in 0.33 a local verifier path "
                          "raises, so pass the target and the speculative config explicitly",
-                         "speculators-and-vllm.md §4"))
+                         "docs/speculators-and-vllm.md §4"))
     return rows

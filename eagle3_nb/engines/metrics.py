@@ -2,11 +2,10 @@
 formula its accept rate uses. The readers in eagle3_nb.observed parse the text; the facts that
 change with the release live here, each with its source.
 
-Sources: ../shared/reference/sglang-serving.md §4.3-4.4 (SGLang's decode log line, the
+Sources: docs/sglang-serving.md §4.3-4.4 (SGLang's decode log line, the
 `sglang:spec_accept_rate` gauge and /generate meta_info, read in the 0.4.10, 0.5.9, 0.5.16 and
 0.5.23 wheels: python/sglang/srt/managers/scheduler_metrics_mixin.py, log_decode_stats, and
-python/sglang/srt/managers/tokenizer_manager.py, meta_info); ../shared/reference/
-speculators-and-vllm.md §6 (vLLM 0.33 vllm/v1/spec_decode/metrics.py, SpecDecodingLogging).
+python/sglang/srt/managers/tokenizer_manager.py, meta_info); docs/speculators-and-vllm.md §6 (vLLM 0.33 vllm/v1/spec_decode/metrics.py, SpecDecodingLogging).
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ RATE_VLLM = "vllm: accepted draft tokens / drafted tokens, bonus excluded"
 # formula is assumed for them (the readers say so in their notes).
 SGLANG_LAST_OLD_RATE = (0, 5, 9)
 
-# /generate meta_info field names per family of releases (sglang-serving.md §4.4)
+# /generate meta_info field names per family of releases (docs/sglang-serving.md §4.4)
 SGLANG_META_NEW_NAMES = ("spec_num_correct_drafts", "spec_num_proposed_drafts",
                          "spec_correct_drafts_histogram")
 SGLANG_META_LEGACY_NAMES = ("spec_accepted_drafts", "spec_proposed_drafts")

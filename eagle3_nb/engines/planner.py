@@ -155,7 +155,7 @@ def _effective_flag(profile: EngineProfile, cfg: DraftConfig, name: str) -> bool
 
 
 def trained_aux_indices(cfg: DraftConfig, num_layers: int | None) -> tuple[list[int] | None, str]:
-    """hidden_states indices the trainer captured (DOMAIN.md 'What the trainer meant')."""
+    """hidden_states indices the trainer captured (docs/domain.md 'What the trainer meant')."""
     declared = cfg.aux_layer_ids
     if declared.value is None:
         if num_layers is None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from eagle3_nb.errors import EngineSpecError
 
-# aux id -> hidden_states index rules per target family (see DOMAIN.md "Aux layer ids")
+# aux id -> hidden_states index rules per target family (see docs/domain.md "Aux layer ids")
 PLUS_ONE = "plus_one"                      # always id + 1
 PLUS_ONE_IF_FIRST_IS_1 = "plus_one_if_first_is_1"
 AS_IS = "as_is"                            # hidden_states[id]

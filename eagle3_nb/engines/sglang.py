@@ -1,7 +1,7 @@
 """SGLang profiles: every release from 0.4.4.post2 (the first with EAGLE-3) to 0.5.23 in
 contiguous ranges.
 
-The 0.5.23 profile was read in full (../shared/reference/sglang-serving.md; the wheels 0.4.10.post2,
+The 0.5.23 profile was read in full (docs/sglang-serving.md; the wheels 0.4.10.post2,
 0.5.4.post3, 0.5.9 and 0.5.16 were read too). The ranges come from a field-by-field survey of all
 69 release tags: each watched file compared at every tag and read on both sides of each change
 (docs/engine-survey.md gives the method). Each older range cites the change that ends it by
@@ -63,7 +63,7 @@ SGLANG_0_5_23 = EngineProfile(
     draft_attention_flag="--speculative-draft-attention-backend",
     context_override="SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
     cites={
-        "capture_switch": "reference/sglang-serving.md §2, §4.5: with EAGLE (not EAGLE3) no aux "
+        "capture_switch": "docs/sglang-serving.md §2, §4.5: with EAGLE (not EAGLE3) no aux "
                           "capture, the target head replaces the draft's, d2t ignored "
                           "(eagle_worker.py, is_eagle3())",
         "load_weights": "llama_eagle3.py L325-378 (load_weights) [0.5.23]: legacy_name_map, "

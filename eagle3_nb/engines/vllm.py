@@ -1,6 +1,6 @@
 """vLLM profiles: every release from 0.8.5 (the first with EAGLE-3) to 0.33.0 in contiguous ranges.
 
-The 0.33.0 profile was read in full (../shared/reference/speculators-and-vllm.md, code of the
+The 0.33.0 profile was read in full (docs/speculators-and-vllm.md, code of the
 0.33.0 wheel). The older ranges come from a field-by-field survey of every release tag: the code
 of each watched file was compared across all 45 releases and read at each change point
 (docs/engine-survey.md gives the method; tags to 0.10.0 are upstream tags, later ones the
@@ -74,7 +74,7 @@ VLLM_0_33 = EngineProfile(
         "draft config model_type deepseek_v2 (the same MLA config class)")},
     capture_switch='"method": "eagle3" in --speculative-config',
     cites={
-        "capture_switch": "reference/speculators-and-vllm.md §4: vllm/config/speculative.py "
+        "capture_switch": "docs/speculators-and-vllm.md §4: vllm/config/speculative.py "
                           "infers method eagle3 only from a draft path containing 'eagle3'",
         "load_weights": "llama_eagle3.py Eagle3LlamaForCausalLM.load_weights: t2d skipped, d2t -> "
                         "draft_id_to_target_id, 'model.' prefixed to every non-lm_head name",

@@ -1,8 +1,8 @@
 """Engine metrics: read what SGLang and vLLM report about speculative decoding.
 
 Pure parsers (no network, no torch) for every format the reference notes document
-(`../shared/reference/sglang-serving.md` §4.3-4.4,
-`../shared/reference/speculators-and-vllm.md` §6):
+(`docs/sglang-serving.md` §4.3-4.4,
+`docs/speculators-and-vllm.md` §6):
 
 * SGLang decode log lines: ``accept len: X, accept rate: Y`` (0.5.x) or ``accept len: X`` only
   (0.4.10) -> :func:`parse_sglang_log`, :func:`summarize_sglang_log`;
