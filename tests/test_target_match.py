@@ -67,3 +67,16 @@ def test_a_draft_directory_given_as_the_target_is_one_clear_error(run_cli, tmp_p
     rc, out, err = run_cli(command, DRAFTS / "good", "--target", DRAFTS / "layers0-flat", *extra)
     assert rc == 2 and len(err.strip().splitlines()) == 1, err
     assert "EAGLE-3 draft's directory, not a target model" in err
+
+
+def test_aux_ids_beyond_the_targets_layers(run_cli, tmp_path):
+    import shutil
+    draft = tmp_path / "d"
+    shutil.copytree(DRAFTS / "good", draft)
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [1, 23, 44]}  # a 48-layer model's
+    (draft / "config.json").write_text(json.dumps(cfg))
+    rc, out, _ = run_cli("inspect", draft, "--target-config", TARGET_CONFIG, "--json", "--no-stats")
+    got = [f for f in json.loads(out)["findings"] if f["code"] == "TARGET_MISMATCH"]
+    assert got and got[0]["evidence"]["field"] == "aux layer ids"
+    assert "[23, 44]" in got[0]["message"]

@@ -24,8 +24,8 @@ SAME_COPY = 0.99   # mean row cosine of a frozen copy of the target's embeddings
 
 
 def target_findings(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
-    return (_looks_like_a_draft(cfg, target) + _sizes(cfg, target) + _rope(cfg, target)
-            + _verifier(cfg, target) + _quantized(target))
+    return (_looks_like_a_draft(cfg, target) + _sizes(cfg, target) + _layer_ids(cfg, target)
+            + _rope(cfg, target) + _verifier(cfg, target) + _quantized(target))
 
 
 def _mismatch(severity: str, what: str, draft: Any, target: Any, why: str) -> Finding:
@@ -58,6 +58,18 @@ def _sizes(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
                              "fc reads aux states of this width; the target's are another width "
                              "(a shape error, or a draft trained for another model)"))
     return out
+
+
+def _layer_ids(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
+    """Declared aux layer ids must name layers the target has: under either convention an id
+    lies in [0, L] (L, the state after the last layer, only as a capture-before index)."""
+    ids = cfg.aux_layer_ids.value or []
+    bad = [i for i in ids if i < 0 or i > target.num_hidden_layers]
+    if not bad:
+        return []
+    return [_mismatch(ERROR, "aux layer ids", ids, f"{target.num_hidden_layers} layers",
+                      f"{bad} name no layer of this target: a draft for a deeper model, or a "
+                      "config written for another target")]
 
 
 def _rope(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
