@@ -612,3 +612,14 @@ def test_observed_without_a_target_is_said_to_be_unused_and_read_on_its_own():
     assert "04_acceptance takes it but is skipped" in report_run._skipped_takers("--observed", steps)
     assert "structural failure" in report_run.observed_floor_note("1.0")
     assert report_run.observed_floor_note("2.4") == ""
+
+
+def test_the_verdict_says_what_the_inspection_did_not_check():
+    steps = [report_run.Step("01_checkpoint_keys", REPO / "notebooks" / "01_checkpoint_keys.ipynb",
+                             {}, status="ok",
+                             summary={"verdicts": {"vllm==0.33": "ok"},
+                                      "unchecked": [{"what": "the target"}]})]
+    figures = report_run.key_figures(steps)
+    verdict = report_run.overall_verdict([], steps, figures)
+    assert verdict["worst_severity"] == "ok"
+    assert "not checked: the target" in verdict["text"]

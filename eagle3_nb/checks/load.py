@@ -249,6 +249,8 @@ def inspection_summary(data: dict[str, Any], notebook: str = "") -> dict[str, An
         "schema": {s: sum(r["status"] == s for r in data.get("schema", []))
                    for s in ("ok", "missing", "missing_optional", "unexpected", "shape_mismatch")},
         "stats": None if stats is None else _stats_digest(stats),
+        "overall": data.get("overall"),
+        "unchecked": data.get("unchecked", []),
     }
     return out
 

@@ -672,6 +672,7 @@ def key_figures(steps: list[Step]) -> dict[str, Any]:
         if "verdicts" in s and "verdicts" not in out:
             out.update(verdicts=s["verdicts"], verdict_line=s.get("verdict_line"),
                        layout=s.get("layout"), format=s.get("format"),
+                       unchecked=[u.get("what") for u in s.get("unchecked") or []],
                        aux_layers={p: {"captured": e.get("aux_captured"),
                                        "trained": e.get("aux_trained"),
                                        "source": e.get("aux_source")}
@@ -724,6 +725,9 @@ def overall_verdict(findings: list[dict], steps: list[Step], figures: dict) -> d
         text += f"; FAILED: {', '.join(failed)}"
     if skipped:
         text += f"; skipped: {', '.join(skipped)}"
+    unchecked = figures.get("unchecked") or []
+    if unchecked:  # never a bare ok about what the inspection did not look at
+        text += f"; not checked: {', '.join(unchecked)} (see notebook 01)"
     return {"worst_severity": worst, "counts": counts, "codes": codes, "failed": failed,
             "skipped": skipped, "text": text, "line": figures.get("verdict_line")}
 
