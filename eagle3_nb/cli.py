@@ -259,12 +259,18 @@ def cmd_convert(args) -> int:
 def cmd_vocab(args) -> int:
     from eagle3_nb.checks.vocab import check_vocab
 
-    data = check_vocab(args.path, args.tokenizer, args.corpus, args.engine)
+    from eagle3_nb.viz.text import vocab_text
+
+    return _emit(args, check_vocab(args.path, args.tokenizer, args.corpus, args.engine),
+                 vocab_text)
+
+
+def _emit(args, data: dict, render) -> int:
+    """A check's JSON with --json, else its text; exit 1 on an error finding."""
     if args.json:
         sys.stdout.write(json_text(data) + "\n")
     else:
-        from eagle3_nb.viz.text import vocab_text
-        print(vocab_text(data))
+        print(render(data))
     return EXIT_FINDINGS if any(f["severity"] == "error" for f in data["findings"]) else EXIT_OK
 
 
@@ -415,13 +421,10 @@ def cmd_engines(args) -> int:
 def cmd_diff(args) -> int:
     from eagle3_nb.checks.diff import diff_drafts
 
-    data = diff_drafts(args.good, args.other, args.engine, args.target_config)
-    if args.json:
-        sys.stdout.write(json_text(data) + "\n")
-    else:
-        from eagle3_nb.viz.text import diff_text
-        print(diff_text(data))
-    return EXIT_FINDINGS if any(f["severity"] == "error" for f in data["findings"]) else EXIT_OK
+    from eagle3_nb.viz.text import diff_text
+
+    return _emit(args, diff_drafts(args.good, args.other, args.engine, args.target_config),
+                 diff_text)
 
 
 def cmd_probe(args) -> int:

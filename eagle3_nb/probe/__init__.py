@@ -117,11 +117,6 @@ def probe_checkpoint(path: str | Path, engine: str,
                            notes)
     notes += built.notes
     obs = observe_load(built.model, built.load, weights, built.watch_attrs)
-    diffs = compare(plan, obs, engine_params=_profile_params(plan, cfg, shapes, target))
+    diffs = compare(plan, obs, engine_params=list(plan.params))
     return ProbeResult(engine, version, profile.key, not profile.based_on, built.cls, obs, diffs,
                        findings(diffs, f"{engine} {version}", profile.key), stubs.used(), notes)
-
-
-def _profile_params(plan, cfg, shapes, target) -> list[str]:
-    """The engine parameters the profile predicts (the plan's parameter set)."""
-    return list(plan.params)
