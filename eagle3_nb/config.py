@@ -219,7 +219,8 @@ def _layer_fields(layer: dict[str, Any], where: str, layer_src: str) -> dict[str
                             or not 0 < eps < 1):
         raise ConfigError(f"rms_norm_eps is {eps!r}: expected a number between 0 and 1", where,
                           "fix the value in config.json (a copy of it)")
-    rope_keys = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor")
+    rope_keys = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor",
+                 "rope_is_neox_style", "rope_interleave")   # the last two: the pair layout
     return dict(
         mla=_mla_fields(layer, where),
         layer_model_type=str(layer.get("model_type") or "llama"),
@@ -314,6 +315,10 @@ def _parse_speculators(raw: dict[str, Any], where: str) -> DraftConfig:
     )
 
 
+TARGET_ROPE_KEYS = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor",
+                    "rope_interleave")
+
+
 @dataclass(frozen=True)
 class TargetInfo:
     """What the kit needs from the target model's config.json."""
@@ -323,7 +328,7 @@ class TargetInfo:
     max_position_embeddings: int | None
     model_type: str
     architectures: tuple[str, ...]
-    rope: dict[str, Any] = field(default_factory=dict)   # rope_theta / rope_scaling, as given
+    rope: dict[str, Any] = field(default_factory=dict)   # TARGET_ROPE_KEYS, as given
     quantization: str | None = None                       # quantization_config's method, if any
 
     @property
@@ -369,7 +374,7 @@ def parse_target_config(raw: dict[str, Any], where: str) -> TargetInfo:
         method = str(quant.get("quant_method") or quant.get("quant_algo") or "unnamed")[:40]
     elif quant is not None:
         method = "unnamed"
-    rope = {k: text[k] for k in ("rope_theta", "rope_scaling", "rope_parameters") if k in text}
+    rope = {k: text[k] for k in TARGET_ROPE_KEYS if k in text}
     return TargetInfo(layers, sizes["hidden_size"], sizes["vocab_size"],
                       sizes["max_position_embeddings"],
                       str(text.get("model_type") or raw.get("model_type") or ""), tuple(archs),

@@ -80,3 +80,93 @@ def test_aux_ids_beyond_the_targets_layers(run_cli, tmp_path):
     got = [f for f in json.loads(out)["findings"] if f["code"] == "TARGET_MISMATCH"]
     assert got and got[0]["evidence"]["field"] == "aux layer ids"
     assert "[23, 44]" in got[0]["message"]
+
+
+# RoPE layouts. Tiny target configs built from the bundled one, each with the field that decides
+# its layout in transformers 5.23 (llama4_text: apply_rotary_emb over adjacent pairs; glm4_moe:
+# partial_rotary_factor 0.5 by default; qwen2.5-vl / qwen3-vl: mrope_section, mrope_interleaved;
+# deepseek_v3: rope_interleave).
+def tiny_target(**changes) -> dict:
+    return {**json.loads(TARGET_CONFIG.read_text()), **changes}
+
+
+def draft_variant(tmp_path, base: str = "good", **changes):
+    import shutil
+    draft = tmp_path / f"{base}-variant"
+    shutil.copytree(DRAFTS / base, draft)
+    cfg = json.loads((draft / "config.json").read_text())
+    (draft / "config.json").write_text(json.dumps({**cfg, **changes}))
+    return draft
+
+
+def rope_findings(run_cli, tmp_path, target: dict, draft=None) -> dict[str, dict]:
+    path = tmp_path / "target.json"
+    path.write_text(json.dumps(target))
+    rc, out, err = run_cli("inspect", draft or DRAFTS / "good", "--target-config", path,
+                           "--json", "--no-stats")
+    assert rc in (0, 1), err
+    return {f["evidence"]["field"]: f for f in json.loads(out)["findings"]
+            if f["code"] == "TARGET_MISMATCH"}
+
+
+def test_a_llama4_target_rotates_interleaved_pairs_the_draft_neox_halves(run_cli, tmp_path):
+    got = rope_findings(run_cli, tmp_path, tiny_target(model_type="llama4_text"))
+    layout = got["rope layout"]
+    assert layout["severity"] == "info"     # a Llama-style draft of a Llama 4 target: normal
+    assert layout["evidence"]["target"] == "interleaved"
+    assert layout["evidence"]["draft"] == {"sglang": "neox", "vllm": "neox"}
+    assert any("llama4" in c for c in layout["evidence"]["cites"])
+
+
+def test_a_draft_declaring_interleaved_pairs_is_served_neox_by_vllm(run_cli, tmp_path):
+    """SGLang reads rope_is_neox_style from the draft's config (llama.py LlamaDecoderLayer);
+    vLLM's LlamaAttention hard-codes is_neox_style = True: the same draft rotates two ways."""
+    draft = draft_variant(tmp_path, rope_is_neox_style=False)
+    layout = rope_findings(run_cli, tmp_path, tiny_target(), draft)["rope layout"]
+    assert layout["severity"] == "warning"
+    assert layout["evidence"]["draft"] == {"sglang": "interleaved", "vllm": "neox"}
+    assert layout["evidence"]["draft_declared"] == "interleaved"
+    assert "but vllm serves it otherwise" in layout["message"]
+
+
+def test_an_mla_draft_with_rope_interleave_false(run_cli, tmp_path):
+    """SGLang's DeepseekV2AttentionMLA follows rope_interleave; vLLM's always interleaves."""
+    draft = draft_variant(tmp_path, "mla-draft", rope_interleave=False)
+    target = tiny_target(model_type="deepseek_v3", architectures=["DeepseekV3ForCausalLM"],
+                         num_hidden_layers=8, rope_interleave=False)
+    layout = rope_findings(run_cli, tmp_path, target, draft)["rope layout"]
+    assert layout["evidence"]["draft"] == {"sglang": "neox", "vllm": "interleaved"}
+    assert layout["severity"] == "warning" and "vllm" in layout["message"]
+
+
+def test_a_vl_target_with_mrope_and_a_draft_without(run_cli, tmp_path):
+    target = tiny_target(rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]})
+    got = rope_findings(run_cli, tmp_path, target)
+    assert got["mrope_section"]["evidence"] == {"field": "mrope_section", "draft": None,
+                                                "target": [2, 3, 3]}
+    assert "rope_scaling type" not in got   # mrope is a position layout, not a scaling type
+
+
+def test_qwen3_vl_interleaves_its_mrope_sections(run_cli, tmp_path):
+    mrope = {"rope_type": "default", "mrope_section": [2, 3, 3]}
+    draft = draft_variant(tmp_path, rope_scaling=mrope)
+    target = tiny_target(model_type="qwen3_vl_text",
+                         rope_scaling={**mrope, "mrope_interleaved": True})
+    got = rope_findings(run_cli, tmp_path, target, draft)
+    assert got["mrope_interleaved"]["evidence"]["draft"] is False
+    assert got["mrope_interleaved"]["evidence"]["target"] is True
+    assert "mrope_section" not in got
+
+
+def test_a_glm_target_rotates_half_of_each_head(run_cli, tmp_path):
+    got = rope_findings(run_cli, tmp_path, tiny_target(model_type="glm4_moe"))
+    assert got["partial_rotary_factor"]["evidence"]["target"] == 0.5
+    assert "rope layout" not in got   # glm4_moe rotates NeoX halves (modeling_glm4_moe.py)
+    got = rope_findings(run_cli, tmp_path, tiny_target(model_type="glm4"))
+    assert got["rope layout"]["evidence"]["target"] == "interleaved"
+
+
+def test_matching_rope_settings_give_nothing(run_cli, tmp_path):
+    draft = draft_variant(tmp_path, partial_rotary_factor=0.5)
+    got = rope_findings(run_cli, tmp_path, tiny_target(partial_rotary_factor=0.5), draft)
+    assert not {"partial_rotary_factor", "rope layout", "mrope_section"} & set(got)

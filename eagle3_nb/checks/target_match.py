@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_nb.config import DraftConfig, TargetInfo
-from eagle3_nb.findings import ERROR, WARNING, Finding
+from eagle3_nb.findings import ERROR, INFO, WARNING, Finding
 from eagle3_nb.io.safetensors import TensorInfo, read_header, read_rows
 
 TARGET_EMBED_NAMES = ("model.embed_tokens.weight", "embed_tokens.weight",
@@ -82,15 +82,166 @@ def _rope(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
     if kind_mine != kind_theirs:
         out.append(_mismatch(WARNING, "rope_scaling type", kind_mine, kind_theirs,
                              "long-context positions differ between draft and target"))
-    return out
+    return out + _rotary_fraction(cfg, target) + _mrope(cfg, target) + _pair_layout(cfg, target)
 
 
 def _rope_type(rope: dict[str, Any]) -> str:
+    """The scaling type; M-RoPE is a position layout, not a scaling (transformers and both
+    engines build it as "default" with mrope_section), so _mrope compares it."""
     for key in ("rope_scaling", "rope_parameters"):
         value = rope.get(key)
         if isinstance(value, dict):
-            return str(value.get("rope_type") or value.get("type") or "default")
+            kind = str(value.get("rope_type") or value.get("type") or "default")
+            return "default" if kind == "mrope" else kind
     return "default"
+
+
+def _rope_field(rope: dict[str, Any], name: str) -> Any:
+    """A RoPE setting at the top level or inside rope_scaling / rope_parameters (transformers 5
+    folds them into rope_parameters; both engines read either)."""
+    if name in rope:
+        return rope[name]
+    for key in ("rope_parameters", "rope_scaling"):
+        value = rope.get(key)
+        if isinstance(value, dict) and name in value:
+            return value[name]
+    return None
+
+
+# transformers' defaults for a partial rotary: GlmConfig, Glm4Config, Glm4MoeConfig.__post_init__
+# setdefault("partial_rotary_factor", 0.5) [transformers 5.23]
+PARTIAL_ROTARY_DEFAULTS = {"glm": 0.5, "glm4": 0.5, "glm4_moe": 0.5}
+
+
+def _rotary_fraction(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
+    mine = _rope_field(cfg.rope, "partial_rotary_factor")
+    theirs = _rope_field(target.rope, "partial_rotary_factor")
+    theirs = PARTIAL_ROTARY_DEFAULTS.get(target.model_type, 1.0) if theirs is None else theirs
+    mine = 1.0 if mine is None else mine
+    if not _numbers(mine, theirs) or float(mine) == float(theirs):
+        return []
+    return [_mismatch(WARNING, "partial_rotary_factor", mine, theirs,
+                      "the draft rotates another share of each head than the target; both "
+                      "engines apply the draft's own value (sglang llama.py "
+                      "LlamaAttention.__init__, vllm get_rope), so it is right only if the draft "
+                      "was trained with it")]
+
+
+def _numbers(*values: Any) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def _mrope(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
+    """Multimodal RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL targets): text, height and width positions
+    rotate separate frequency sections. The engines decide the draft's positions from the draft's
+    own config, never the target's."""
+    mine = _rope_field(cfg.rope, "mrope_section")
+    theirs = _rope_field(target.rope, "mrope_section")
+    if mine is None and theirs is None:
+        return []
+    if mine != theirs:
+        return [_mismatch(WARNING, "mrope_section", mine, theirs, MROPE_WHY)]
+    inter_mine, inter_theirs = _mrope_interleaved(cfg.rope, ""), _mrope_interleaved(
+        target.rope, target.model_type)
+    if inter_mine != inter_theirs:
+        return [_mismatch(WARNING, "mrope_interleaved", inter_mine, inter_theirs,
+                          "the draft assigns its frequencies to the t/h/w sections in another "
+                          "order than the target (both engines read mrope_interleaved from the "
+                          "draft's own rope settings: sglang get_rope, vllm get_rope); the "
+                          "positions differ on prompts with images or video")]
+    return []
+
+
+MROPE_WHY = ("an engine gives the draft M-RoPE positions only when the draft's own config has "
+             "mrope_section (sglang llama_eagle3.py LlamaModel.__init__ is_mrope_enabled "
+             "[0.5.7-0.5.23]; vllm llm_base_proposer.py _set_positions passes the first row of "
+             "the target's M-RoPE positions [0.33.0]); text-only prompts are unaffected, prompts "
+             "with images or video give the draft other positions than it was trained on unless "
+             "its trainer did the same")
+
+
+def _mrope_interleaved(rope: dict[str, Any], model_type: str) -> bool:
+    """transformers' Qwen3-VL rotary always interleaves the sections (Qwen3VLTextRotaryEmbedding
+    .recomposition_frequencies, whatever the config says [transformers 5.23]); the engines read
+    mrope_interleaved."""
+    value = _rope_field(rope, "mrope_interleaved")
+    return bool(value) if value is not None else model_type.startswith("qwen3_vl")
+
+
+# The target's q/k pair layout as transformers runs it: interleaved pairs (x0, x1), (x2, x3) ...
+# or NeoX halves (x_i, x_{i+d/2}).
+#   llama4_text: modeling_llama4.py apply_rotary_emb (view_as_complex over adjacent pairs)
+#   glm, glm4: modeling_glm4.py rotate_half (x[..., 0::2], x[..., 1::2])
+#   deepseek_v3 (and its kin): modeling_deepseek_v3.py DeepseekV3Attention.forward,
+#       apply_rotary_pos_emb_interleave when config.rope_interleave (default True)
+# [transformers 5.23]. Everything else: rotate_half over halves (NeoX).
+INTERLEAVED_TARGETS = {"llama4": "modeling_llama4.py apply_rotary_emb",
+                       "llama4_text": "modeling_llama4.py apply_rotary_emb",
+                       "glm": "modeling_glm.py rotate_half", "glm4": "modeling_glm4.py rotate_half"}
+MLA_TARGETS = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"})
+TARGET_LAYOUT_CITE = "transformers 5.23 " + ", ".join(
+    sorted(set(INTERLEAVED_TARGETS.values())) + ["modeling_deepseek_v3.py DeepseekV3Attention "
+                                                 "(rope_interleave, default True)"])
+
+
+def target_pair_layout(target: TargetInfo) -> str:
+    if target.model_type in INTERLEAVED_TARGETS:
+        return "interleaved"
+    if target.model_type in MLA_TARGETS:
+        return "interleaved" if target.rope.get("rope_interleave", True) else "neox"
+    return "neox"
+
+
+def served_pair_layout(fact: dict[str, Any], cfg: DraftConfig) -> str:
+    """The pair layout an engine serves this draft with: its DRAFT_ROPE fact applied to the
+    draft's own config."""
+    rule = fact["mla" if cfg.mla else "llama"]
+    value = cfg.rope.get(rule["field"]) if rule["field"] else None
+    if value is None:
+        return rule["default"]
+    return "interleaved" if bool(value) == rule["interleaved_if"] else "neox"
+
+
+def declared_pair_layout(cfg: DraftConfig) -> str | None:
+    """What the draft's config says about its pairs, if anything (the trainer's layout)."""
+    if "rope_is_neox_style" in cfg.rope:
+        return "neox" if cfg.rope["rope_is_neox_style"] else "interleaved"
+    if "rope_interleave" in cfg.rope:
+        return "interleaved" if cfg.rope["rope_interleave"] else "neox"
+    return None
+
+
+def _pair_layout(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
+    """Interleaved pairs or NeoX halves. A draft has its own q/k weights, so its layout need not
+    be the target's: it must be the one it was trained with. A warning when the draft's config
+    declares a layout an engine does not serve it with; an info line when only the target
+    differs (normal for a Llama draft of a Llama 4 or GLM target)."""
+    from eagle3_nb.engines import sglang, vllm
+
+    served = {name: served_pair_layout(mod.DRAFT_ROPE, cfg)
+              for name, mod in (("sglang", sglang), ("vllm", vllm))}
+    declared, theirs = declared_pair_layout(cfg), target_pair_layout(target)
+    ignored = sorted(name for name, layout in served.items()
+                     if declared is not None and layout != declared)
+    if not ignored and all(layout == theirs for layout in served.values()):
+        return []
+    evidence = {"field": "rope layout", "draft": served, "draft_declared": declared,
+                "target": theirs, "cites": [sglang.DRAFT_ROPE["cite"], vllm.DRAFT_ROPE["cite"],
+                                            TARGET_LAYOUT_CITE]}
+    as_served = ", ".join(f"{name} serves {layout}" for name, layout in served.items())
+    if ignored:
+        message = (f"rope layout: the draft's config declares {declared} pairs, but "
+                   f"{' and '.join(ignored)} serve{'s' if len(ignored) == 1 else ''} it "
+                   f"otherwise ({as_served}; the target {target.model_type or '?'} rotates "
+                   f"{theirs}): where the engine differs from the trainer, the draft's attention "
+                   "pairs the wrong dimensions and sees scrambled positions, and acceptance "
+                   "drops. Serve it where the layout matches, or retrain in the engine's layout")
+        return [Finding("TARGET_MISMATCH", WARNING, message, evidence)]
+    message = (f"rope layout: the target {target.model_type or '?'} rotates {theirs} pairs, the "
+               f"draft as served {as_served}; the draft has its own q/k weights, so this is right "
+               "when its trainer rotated the engine's way (a Llama-style draft class does), wrong "
+               "if it was trained with the target's attention")
+    return [Finding("TARGET_MISMATCH", INFO, message, evidence)]
 
 
 def _verifier(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:

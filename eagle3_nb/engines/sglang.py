@@ -243,3 +243,20 @@ SGLANG_0_4_4 = earlier_range(
 
 PROFILES = (SGLANG_0_4_4, SGLANG_0_4_9, SGLANG_0_5_1, SGLANG_0_5_2, SGLANG_0_5_4_POST2,
             SGLANG_0_5_7, SGLANG_0_5_8, SGLANG_0_5_11, SGLANG_0_5_12, SGLANG_0_5_13, SGLANG_0_5_23)
+
+# How the EAGLE-3 draft rotates its q/k: from the draft's own config, never the target's.
+# The Llama draft (llama_eagle3.py) builds llama.py LlamaDecoderLayer, whose __init__ reads
+# rope_is_neox_style (default True: NeoX halves) and LlamaAttention.__init__ partial_rotary_factor;
+# llama_eagle3.py LlamaModel.__init__ switches to M-RoPE positions only when the draft's own
+# rope_scaling / rope_parameters has mrope_section (rotary_embedding get_rope reads
+# mrope_interleaved there). The MLA draft (kimi_k25_eagle3.py) builds deepseek_v2.py
+# DeepseekV2AttentionMLA: is_neox_style = not rope_interleave (default True: interleaved pairs).
+# Read in the 0.5.7, 0.5.9, 0.5.12.post1, 0.5.16 and 0.5.23 wheels (the MLA draft from 0.5.12).
+DRAFT_ROPE = {
+    "llama": {"field": "rope_is_neox_style", "interleaved_if": False, "default": "neox"},
+    "mla": {"field": "rope_interleave", "interleaved_if": True, "default": "interleaved"},
+    "cite": "sglang python/sglang/srt/models/llama.py LlamaDecoderLayer.__init__ "
+            "(rope_is_neox_style, default True); deepseek_v2.py DeepseekV2AttentionMLA.__init__ "
+            "(not rope_interleave, default True); llama_eagle3.py LlamaModel.__init__ "
+            "(mrope_section of the draft's config) [0.5.7-0.5.23]",
+}

@@ -348,3 +348,20 @@ VLLM_0_8_5 = earlier_range(
 PROFILES = (VLLM_0_8_5, VLLM_0_9_0, VLLM_0_9_1, VLLM_0_10_1, VLLM_0_10_2, VLLM_0_11_0,
             VLLM_0_11_1, VLLM_0_12, VLLM_0_16, VLLM_0_18, VLLM_0_19, VLLM_0_20, VLLM_0_22,
             VLLM_0_24, VLLM_0_25, VLLM_0_33)
+
+# How the EAGLE-3 draft rotates its q/k: from the draft's own config
+# (speculative_config.draft_model_config.hf_config), never the target's. The Llama draft
+# (llama_eagle3.py) builds llama.py LlamaAttention: is_neox_style = True whatever the config says
+# (_init_rotary_emb; before 0.24 only a GGUF llama turned it off), rope_parameters (theta, type,
+# partial_rotary_factor, mrope_section, mrope_interleaved) from the draft's config. The MLA draft
+# (deepseek_eagle3.py) builds deepseek_v2.py DeepseekV2MLAAttention with is_neox_style=False and
+# never reads rope_interleave. A draft config without mrope_section gets the first row of a M-RoPE
+# target's positions (v1/spec_decode/llm_base_proposer.py _set_positions [0.33.0]).
+# Read in the 0.11.0, 0.18.1, 0.21.0, 0.24.0, 0.29.0 and 0.33.0 wheels (the MLA draft from 0.18.0).
+DRAFT_ROPE = {
+    "llama": {"field": None, "interleaved_if": None, "default": "neox"},
+    "mla": {"field": None, "interleaved_if": None, "default": "interleaved"},
+    "cite": "vllm vllm/model_executor/models/llama.py LlamaAttention._init_rotary_emb "
+            "(is_neox_style = True); deepseek_v2.py DeepseekV2MLAAttention.__init__ "
+            "(is_neox_style=False) [0.11.0-0.33.0]",
+}
