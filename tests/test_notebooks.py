@@ -57,7 +57,7 @@ def test_notebook_is_stored_clean_and_thin(path):
     assert len(_parameter_cells(nb)) == 1, "exactly one cell tagged `parameters`"
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# "), \
         "a title cell first"
-    assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+    assert nb.metadata.get("kernelspec", {}).get("name") == "eagle3-nb"  # test_kernel.py
     assert "widgets" not in nb.metadata and "papermill" not in nb.metadata
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -435,7 +435,13 @@ def test_resolve_kernel_prefers_this_environment(monkeypatch):
                                                        "eagle3-nb": here}))
     assert resolve_kernel() == "eagle3-nb"  # a stale python3 spec would run another env
     monkeypatch.setattr(ks, "KernelSpecManager", fake({"eagle3-nb": here}))
-    assert resolve_kernel() == "python3"  # no python3 spec: the native kernel is this env
+    assert resolve_kernel() == "eagle3-nb"  # the kit's kernel, as the notebooks declare
+    assert resolve_kernel("eagle3-nb") == "eagle3-nb"
+    monkeypatch.setattr(ks, "KernelSpecManager", fake({}))
+    assert resolve_kernel("eagle3-nb") == "python3"  # not installed: the native kernel, this env
+    monkeypatch.setattr(ks, "KernelSpecManager", fake({"eagle3-nb": ["/elsewhere/bin/python"],
+                                                       "python3": ["python", "-m", "x"]}))
+    assert resolve_kernel() == "python3"  # the kit's kernel of another env is not taken
     assert resolve_kernel("other") == "other"
 
 

@@ -25,12 +25,14 @@ from typing import Any
 
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.io.files import atomic_write_text, json_text
-from eagle3_nb.io.resources import notebooks_dir
+from eagle3_nb.io.resources import notebooks_dir, samples_dir
 from eagle3_nb.checks.load import inspection_summary
 from eagle3_nb.findings import SUMMARY_VERSION
 
 PATH_PARAMETERS = ("checkpoint", "target_config", "output_dir", "tokenizer", "corpus", "target",
-                   "prompts", "hidden_states")  # resolved against the caller's cwd
+                   "prompts", "hidden_states", "compare_to")  # resolved against the caller's cwd
+KIT_KERNEL = "eagle3-nb"  # the kernel `make setup` registers and every notebook declares
+SAMPLES_DEFAULT = "../data_samples/"  # how notebook defaults name the bundled samples
 SUMMARY_NAME = "summary.json"
 # The kernel's own log (e.g. ipykernel's warning about its local TCP transport, once per
 # notebook) would interleave with the report's progress lines; cell errors still come through.
@@ -59,23 +61,34 @@ class ReportError(Eagle3NbError):
 
 # ----------------------------------------------------------------------------- parameters
 
+def sample_default(path: str) -> str:
+    """A notebook default such as "../data_samples/drafts/good" names a bundled sample as seen
+    from the notebooks' folder, where Jupyter and `run_notebook` start the kernel. From any other
+    working directory (papermill run elsewhere, a copy of the notebook, a pip install) it still
+    names that sample. Every other path, and one that exists from here, is returned as given."""
+    if not str(path).startswith(SAMPLES_DEFAULT) or Path(path).exists():
+        return path
+    return str(samples_dir() / str(path)[len(SAMPLES_DEFAULT):])
+
 
 # ----------------------------------------------------------------------------- kernel
 
 def resolve_kernel(kernel_name: str | None = None) -> str:
     """The kernel to run notebooks in: this Python environment's.
 
-    An explicit name other than "python3" is used as given. For "python3" (the default), a
-    kernelspec named python3 that points at another interpreter would shadow this environment
-    (jupyter_client prefers any installed python3 spec over the native one); then the venv's own
-    `eagle3-nb` kernel (installed by `make setup`) is used when it runs this interpreter."""
-    if kernel_name not in (None, "python3"):
+    An explicit name other than the kit's (`eagle3-nb`, the name every notebook declares) or
+    "python3" is used as given. Otherwise the kit's kernel, when it is installed and runs this
+    interpreter (`make setup` registers it); else the native kernel, "python3", which is this
+    interpreter, e.g. after a pip install beside an engine that registered no kernel. A python3
+    kernelspec installed for another interpreter would shadow the native one (jupyter_client
+    prefers it), so it is only taken when it runs this interpreter too."""
+    if kernel_name not in (None, KIT_KERNEL, "python3"):
         return kernel_name
     try:
         from jupyter_client.kernelspec import KernelSpecManager
         ksm = KernelSpecManager()
         specs = ksm.find_kernel_specs()
-        for name in ("python3", "eagle3-nb"):
+        for name in (KIT_KERNEL, "python3"):
             if name == "python3" and name not in specs:
                 return "python3"  # the native kernel: this interpreter
             if name in specs and _runs_this_python(ksm.get_kernel_spec(name).argv):
@@ -196,17 +209,18 @@ def _replace_widget_views(nb) -> None:
 
 # ----------------------------------------------------------------------------- summary.json
 
-def write_summary(output_dir: str | Path, notebook: str, data: dict[str, Any]) -> Path:
+def write_summary(output_dir: str | Path, notebook: str, data: dict[str, Any],
+                  **extra: Any) -> Path:
     """Write `output_dir/summary.json`. An inspection's JSON (notebook 01) is digested by
     `notebook_summary.inspection_summary`; any other dict is written as given, plus its
-    notebook name."""
+    notebook name. `extra` entries (e.g. notebook 01's `diff` against a known-good draft) are
+    added as given."""
     if "engines" in data and "tensors" in data and "findings" in data:
         summary = inspection_summary(data, notebook)
     else:
         summary = {"summary_version": SUMMARY_VERSION, "notebook": notebook, **data}
+    summary.update(extra)
     path = Path(output_dir) / SUMMARY_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json_text(summary) + "\n")
     return path
-
-
