@@ -122,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "all: every release range")
     rep.add_argument("--observed", metavar="FILE_OR_NUMBER",
                      help="what the engine reported: an accept length, or its log/metrics file")
+    rep.add_argument("--launch", metavar="COMMAND_OR_FILE",
+                     help="the serving command (sglang.launch_server / vllm serve), or a file "
+                          "holding it: its settings are checked against the draft (notebook 00)")
     rep.add_argument("--device", choices=["cpu", "cuda"])
     rep.add_argument("--out", metavar="DIR", help="output directory (default reports/<checkpoint "
                      "dir name>); must not exist or be empty")
@@ -352,7 +355,7 @@ def cmd_report(args) -> int:
         hidden_states=path(args.hidden_states), engines=args.engine,
         target_config=path(args.target_config), tokenizer=path(args.tokenizer),
         corpus=path(args.corpus), prompts=path(args.prompts), observed=args.observed,
-        device=args.device, num_steps=args.num_steps, wiring=args.wiring,
+        launch=args.launch, device=args.device, num_steps=args.num_steps, wiring=args.wiring,
         extra=dict(args.parameter), fail_on=args.fail_on, overwrite=args.overwrite,
         command=["eagle3-nb", *args.argv])
     summary = run_report(opts)

@@ -62,3 +62,12 @@ def test_a_command_file_with_continuations(tmp_path):
 def test_not_a_serving_command(run_cli):
     rc, _, err = run_cli("inspect", DRAFTS / "good", "--no-stats", "--launch", "python train.py")
     assert rc == 2 and "neither an SGLang nor a vLLM server" in err
+
+
+def test_a_long_one_line_command_is_read_as_a_command_not_a_file_name():
+    """A command longer than a file name may be (255 bytes) made Path.is_file raise
+    ENAMETOOLONG: a traceback instead of the findings."""
+    spec = json.dumps({"model": "draft", "method": "eagle3", "num_speculative_tokens": 3,
+                       "draft_tensor_parallel_size": 1, "comment": "x" * 300})
+    got = read_launch(f"vllm serve target --speculative-config '{spec}'")
+    assert got.engine == "vllm" and got.num_steps == 3

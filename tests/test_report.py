@@ -373,6 +373,7 @@ def test_exit_code_follows_fail_on():
     pytest.param(["{draft}", "--device", "cuda"], "no GPU", marks=pytest.mark.skipif(
         __import__("torch").cuda.is_available(), reason="a GPU is visible")),
     (["{draft}", "--out", "{draft}/report"], "inside the checkpoint"),
+    (["{draft}", "--launch", "echo hello"], "starts neither an SGLang nor a vLLM server"),
 ])
 def test_bad_input_exits_2_and_writes_nothing(args, words, tmp_path, capsys):
     draft = tmp_path / "draft"
@@ -623,3 +624,36 @@ def test_the_verdict_says_what_the_inspection_did_not_check():
     verdict = report_run.overall_verdict([], steps, figures)
     assert verdict["worst_severity"] == "ok"
     assert "not checked: the target" in verdict["text"]
+
+
+# ----------------------------------------------------------------------------- report --launch
+
+SGLANG_EAGLE = ("python -m sglang.launch_server --model-path /models/target "
+                "--speculative-algorithm EAGLE --speculative-draft-model-path /models/draft "
+                "--speculative-num-steps 3 --speculative-eagle-topk 4 "
+                "--speculative-num-draft-tokens 8")
+
+
+def test_launch_goes_to_notebook_00_and_a_file_is_made_absolute(tmp_path, monkeypatch):
+    (tmp_path / "serve.sh").write_text(SGLANG_EAGLE + "\n")
+    monkeypatch.chdir(tmp_path)
+    opts = report_run.resolve_options(report_run.ReportOptions(
+        checkpoint=LAYERS0, out=tmp_path / "r", launch="serve.sh"))
+    assert opts.launch == str(tmp_path / "serve.sh")
+    steps = {s.name: s for s in report_run.plan_steps(opts)}
+    assert steps["00_triage"].parameters["launch"] == opts.launch
+    assert "--launch" not in report_run.unused_options(opts, list(steps.values()))
+
+
+@pytest.mark.notebook
+def test_report_launch_findings_reach_the_front_page(tmp_path):
+    """Before: report had no --launch; inspect --launch was the only way to see these."""
+    opts = report_run.ReportOptions(checkpoint=LAYERS0, out=tmp_path / "r", launch=SGLANG_EAGLE,
+                                    engines=["sglang==0.5.23"], fail_on="never",
+                                    notebooks=[REPO / "notebooks" / "00_triage.ipynb"])
+    summary = report_run.run_report(opts, progress=lambda line: None)
+    launch = [f for f in summary["findings"] if f["code"] == "LAUNCH_SETTING"]
+    assert launch and launch[0]["severity"] == "error"
+    assert launch[0]["evidence"]["launch"]["num_steps"] == 3
+    index = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
+    assert "LAUNCH_SETTING" in index and "--speculative-algorithm is EAGLE" in index

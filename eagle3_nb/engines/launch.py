@@ -45,10 +45,9 @@ class LaunchSettings:
 
 def read_launch(text_or_file: str) -> LaunchSettings:
     """A serving command line, or a file holding one (backslash continuations allowed)."""
-    path = Path(text_or_file)
     text = text_or_file
-    if len(text_or_file) < 4096 and "\n" not in text_or_file and path.is_file():
-        text = path.read_text(encoding="utf-8", errors="replace")[:65536]
+    if names_a_file(text_or_file):
+        text = Path(text_or_file).read_text(encoding="utf-8", errors="replace")[:65536]
     try:
         words = shlex.split(text.replace("\\\n", " "))
     except ValueError as exc:
@@ -63,6 +62,17 @@ def read_launch(text_or_file: str) -> LaunchSettings:
                       "--launch", "pass the command as you run it, e.g. "
                       "'python -m sglang.launch_server --model-path ... --speculative-algorithm "
                       "EAGLE3 ...' or 'vllm serve MODEL --speculative-config ...'")
+
+
+def names_a_file(text: str) -> bool:
+    """Whether --launch names a file rather than holding the command (a long command is no
+    file name: the OS refuses it, ENAMETOOLONG)."""
+    if len(text) >= 4096 or "\n" in text:
+        return False
+    try:
+        return Path(text).is_file()
+    except OSError:
+        return False
 
 
 def _flags(words: list[str], booleans: tuple[str, ...]) -> dict[str, Any]:

@@ -58,7 +58,8 @@ OWN_OPTIONS = {"checkpoint": "the CHECKPOINT argument", "output_dir": "--out",
                "target": "--target", "hidden_states": "--hidden-states", "engine": "--engine",
                "target_config": "--target-config", "tokenizer": "--tokenizer",
                "corpus": "--corpus", "prompts": "--prompts", "observed": "--observed",
-               "device": "--device", "num_steps": "--num-steps", "wiring": "--wiring"}
+               "device": "--device", "num_steps": "--num-steps", "wiring": "--wiring",
+               "launch": "--launch"}
 HASHED_PARAMETERS = ("target_config", "tokenizer", "prompts", "corpus", "observed")
 HASH_BUDGET_BYTES = 4 << 30  # checkpoint bytes hashed before the report starts; the rest partly
 # What --overwrite may delete: only what a report writes (and an older notebook-01-only demo).
@@ -79,6 +80,7 @@ class ReportOptions:
     corpus: Path | None = None
     prompts: Path | None = None
     observed: str | None = None           # a metrics file or a number
+    launch: str | None = None             # the serving command, or a file holding it
     device: str | None = None
     num_steps: int | None = None
     wiring: str | None = None
@@ -301,6 +303,7 @@ def resolve_options(opts: ReportOptions) -> ReportOptions:
         if value is not None:
             setattr(o, name, _existing(value, f"--{name.replace('_', '-')}", "a file"))
     o.observed = _observed(o.observed)
+    o.launch = _launch(o.launch)
     if o.fail_on not in FAIL_ON:
         raise Eagle3NbError(f"--fail-on {o.fail_on!r}", "--fail-on", f"one of {FAIL_ON}")
     if o.device:
@@ -383,6 +386,17 @@ def _read_inputs(o: ReportOptions, ckpt: Checkpoint) -> None:
         from eagle3_nb.target import check_dump_headers  # imports torch: only when dumps are given
 
         check_dump_headers(o.hidden_states)
+
+
+def _launch(value: str | None) -> str | None:
+    """The serving command, read now (a bad one is exit 2 with nothing written); a file holding
+    it is made absolute, since the notebooks run in another folder."""
+    if not value:
+        return None
+    from eagle3_nb.engines.launch import names_a_file, read_launch
+
+    read_launch(value)                   # ConfigError names --launch and how to quote it
+    return str(Path(value).resolve()) if names_a_file(value) else value
 
 
 def _is_number(text: str) -> bool:
@@ -500,7 +514,7 @@ def unused_options(opts: ReportOptions, steps: list[Step] | None = None) -> list
     declared = {n for nb in running for n in notebook_parameters(nb)}
     return [f"--{name.replace('_', '-')}" for name in ("observed", "num_steps", "wiring",
                                                         "device", "corpus", "prompts",
-                                                        "hidden_states")
+                                                        "hidden_states", "launch")
             if getattr(opts, name) is not None and name not in declared]
 
 
@@ -537,7 +551,8 @@ def report_values(opts: ReportOptions) -> dict[str, Any]:
             "target": path(opts.target), "hidden_states": path(opts.hidden_states),
             "corpus": path(opts.corpus),
             "prompts": None if opts.prompts is None else str(opts.prompts),
-            "observed": opts.observed, "device": opts.device, "num_steps": opts.num_steps,
+            "observed": opts.observed, "launch": opts.launch or "",
+            "device": opts.device, "num_steps": opts.num_steps,
             "wiring": opts.wiring, "interactive": False}
 
 
