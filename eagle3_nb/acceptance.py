@@ -1,4 +1,5 @@
-"""Chain speculative decoding with greedy verification, simulated on a real target.
+"""Speculative decoding with greedy verification, simulated on a real target: a chain here,
+a tree (SGLang's --speculative-eagle-topk > 1) in tree.py, with the same batching and caches.
 
 Per verify step (as SGLang/vLLM do with topk 1): the draft extends over the committed tokens with
 the target's features, drafts k tokens autoregressively (its own H-wide state fed back, each token
@@ -22,6 +23,65 @@ import torch
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.features import draft_features
 from eagle3_nb.model import DraftCache, Wiring, as_engine_leaves, ttt_logits
+from eagle3_nb.tree import DraftTree, accepted_path, draft_tree, shown_path, verify_mask
+from eagle3_nb.uncertainty import ratio_se
+
+# One set of defaults for the CLI, the report, notebook 04 and the demo, so that the same draft
+# gets the same figure from each (tests/test_defaults.py holds them to it).
+DEFAULT_NUM_STEPS = 4
+DEFAULT_MAX_NEW_TOKENS = 48
+DEFAULT_N_SAMPLES = 16
+
+
+@dataclass(frozen=True)
+class Drafting:
+    """How many tokens a verify step drafts and checks, as the engines name it: num_steps
+    (SGLang --speculative-num-steps, vLLM num_speculative_tokens), topk
+    (--speculative-eagle-topk: 1 is a chain) and num_draft_tokens (--speculative-num-draft-tokens:
+    the tree's size, root included; a chain's is num_steps + 1). `source` says where they came
+    from (defaults, parameters, a launch command, the engine's own log)."""
+    num_steps: int = DEFAULT_NUM_STEPS
+    topk: int = 1
+    num_draft_tokens: int | None = None
+    source: str = "the kit's defaults"
+
+    def __post_init__(self):
+        if self.num_steps < 1 or self.topk < 1:
+            raise Eagle3NbError(f"num_steps {self.num_steps} and topk {self.topk} must be >= 1",
+                                None, "pass positive counts")
+        if self.num_draft_tokens is None or self.topk == 1:
+            # SGLang sets num_draft_tokens to num_steps + 1 when topk is 1 (speculative_hook.py)
+            object.__setattr__(self, "num_draft_tokens", self.chain_tokens if self.topk == 1
+                               else self.num_draft_tokens or self.max_draft_tokens)
+        if not 2 <= self.num_draft_tokens <= self.max_draft_tokens:
+            raise Eagle3NbError(
+                f"num_draft_tokens {self.num_draft_tokens} with topk {self.topk} and num_steps "
+                f"{self.num_steps}: a tree holds 2 to {self.max_draft_tokens} tokens (the root "
+                f"and topk + (num_steps - 1) * topk^2 candidates)", "num_draft_tokens",
+                "pick a size inside that range")
+
+    @property
+    def chain_tokens(self) -> int:
+        return self.num_steps + 1
+
+    @property
+    def max_draft_tokens(self) -> int:
+        return 1 + self.topk + (self.num_steps - 1) * self.topk ** 2
+
+    @property
+    def is_chain(self) -> bool:
+        return self.topk == 1
+
+    def label(self) -> str:
+        if self.is_chain:
+            return f"chain of {self.num_steps}"
+        return (f"tree: {self.num_steps} steps, topk {self.topk}, "
+                f"{self.num_draft_tokens} draft tokens")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"num_steps": self.num_steps, "topk": self.topk,
+                "num_draft_tokens": self.num_draft_tokens, "source": self.source,
+                "label": self.label()}
 
 
 @dataclass
@@ -31,7 +91,10 @@ class VerifyStep:
     target: list[int]      # the target's greedy token at each drafted position, then one more
     accepted: int
     # per drafted position, the draft's top candidates as [target id, probability], best first
+    # (a tree: the siblings it verified there, as [target id, cumulative score])
     candidates: list[list[list[float]]] = field(default_factory=list)
+    # a tree step only: the verified tree, {"tokens", "parents", "scores"} (node 0 is the root)
+    tree: dict[str, Any] | None = None
 
     @property
     def accept_length(self) -> int:
@@ -47,9 +110,12 @@ class VerifyStep:
         return [i < self.accepted for i in range(len(self.drafted))]
 
     def to_json(self) -> dict[str, Any]:
-        return {"position": self.position, "drafted": self.drafted, "target": self.target,
-                "accepted": self.accepted, "accept_flags": self.accept_flags,
-                "accept_length": self.accept_length, "candidates": self.candidates}
+        out = {"position": self.position, "drafted": self.drafted, "target": self.target,
+               "accepted": self.accepted, "accept_flags": self.accept_flags,
+               "accept_length": self.accept_length, "candidates": self.candidates}
+        if self.tree is not None:
+            out["tree"] = self.tree
+        return out
 
 
 @dataclass
@@ -71,10 +137,23 @@ class AcceptanceResult:
     wiring: str
     num_steps: int
     samples: list[SampleRun]
+    drafting: Drafting | None = None     # None: a chain of num_steps
+
+    def __post_init__(self):
+        self.drafting = self.drafting or Drafting(self.num_steps)
 
     @property
     def steps(self) -> list[VerifyStep]:
         return [s for run in self.samples for s in run.steps]
+
+    def per_prompt(self) -> tuple[list[int], list[int]]:
+        """(accept lengths summed, verify steps) per prompt: the sampling unit of the errors."""
+        return ([sum(s.accept_length for s in r.steps) for r in self.samples],
+                [len(r.steps) for r in self.samples])
+
+    def per_prompt_passed(self, position: int) -> list[int]:
+        """Per prompt, the verify steps that accepted the drafted token at `position`."""
+        return [sum(s.accepted > position for s in r.steps) for r in self.samples]
 
     def stats(self) -> dict[str, Any]:
         steps, k = self.steps, self.num_steps
@@ -82,16 +161,22 @@ class AcceptanceResult:
         accepted = [s.accepted for s in steps]
         reached = [sum(a >= i for a in accepted) for i in range(k)]
         passed = [sum(a > i for a in accepted) for i in range(k)]
+        lengths, counts = self.per_prompt()
         return {
-            "wiring": self.wiring, "num_steps": k, "n_samples": len(self.samples),
+            "wiring": self.wiring, "num_steps": k, "drafting": self.drafting.to_json(),
+            "n_samples": len(self.samples),
             "n_verify_steps": n, "n_tokens": sum(len(r.generated) for r in self.samples),
             # SGLang: tokens per verify step, bonus included; vLLM: 1 + accepted / drafts.
             # Identical per step here; engines differ only in what they average over.
             "mean_accept_length": (sum(accepted) + n) / n if n else None,
+            "mean_accept_length_se": ratio_se(lengths, counts),
             "vllm_mean_acceptance_length": 1 + sum(accepted) / n if n else None,
             "per_position_acceptance": [p / n if n else None for p in passed],
+            "per_position_acceptance_se": [ratio_se(self.per_prompt_passed(i), counts)
+                                           for i in range(k)],
             "conditional_acceptance": [p / r if r else None for p, r in zip(passed, reached)],
             "accept_length_histogram": {str(i + 1): accepted.count(i) for i in range(k + 1)},
+            "standard_errors": "by prompt (delta method for a ratio of sums over prompts)",
         }
 
     def to_json(self, with_steps: bool = False) -> dict[str, Any]:
@@ -103,19 +188,22 @@ class AcceptanceResult:
 
 
 @torch.no_grad()
-def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = 4,
-             max_new_tokens: int = 64, wiring: Wiring | None = None, stop_at_eos: bool = False,
-             progress: bool | None = None, batch_size: int = 8) -> AcceptanceResult:
-    """Greedy chain speculative decoding of each prompt until max_new_tokens are generated
-    (the last verify step is kept whole). EOS is not special unless stop_at_eos (then a prompt
-    ends with the verify step that commits it, kept whole), so runs stay comparable. Up to
-    batch_size prompts decode together, each at its own pace, with the target's and the draft's
-    KV caches kept across verify steps as an engine keeps them; the tokens do not depend on the
-    batch size. A wiring that resets parameters runs on a copy with them reset, as
-    the engine leaves them; one the engine refuses to load raises instead of producing a number."""
-    if batch_size < 1 or num_steps < 1:
-        raise Eagle3NbError(f"batch_size {batch_size} and num_steps {num_steps} must be >= 1",
-                            None, "pass positive counts")
+def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = DEFAULT_NUM_STEPS,
+             max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, wiring: Wiring | None = None,
+             stop_at_eos: bool = False, progress: bool | None = None, batch_size: int = 8,
+             drafting: Drafting | None = None, tree: bool | None = None) -> AcceptanceResult:
+    """Greedy speculative decoding of each prompt until max_new_tokens are generated (the last
+    verify step is kept whole). EOS is not special unless stop_at_eos (then a prompt ends with
+    the verify step that commits it, kept whole), so runs stay comparable. Up to batch_size
+    prompts decode together, each at its own pace, with the target's and the draft's KV caches
+    kept across verify steps as an engine keeps them; the tokens do not depend on the batch
+    size. A wiring that resets parameters runs on a copy with them reset, as the engine leaves
+    them; one the engine refuses to load raises instead of producing a number.
+    drafting: steps, topk and tree size (default: a chain of num_steps); a topk above 1 drafts
+    a tree as SGLang does (tree.py); tree=True runs the tree code even at topk 1."""
+    drafting = drafting or Drafting(num_steps)
+    if batch_size < 1:
+        raise Eagle3NbError(f"batch_size {batch_size} must be >= 1", None, "pass positive counts")
     wiring = wiring or draft.wiring
     if wiring.engine_error:
         raise Eagle3NbError(f"{wiring.name} does not serve this draft: {wiring.engine_error}",
@@ -126,12 +214,17 @@ def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = 4,
     if any(len(p) < 2 for p in prompts):
         raise Eagle3NbError("a prompt needs at least 2 tokens (the draft pairs each state with the "
                             "next token)", None, "drop empty or one-token prompts")
+    batch_class = _batch_class(drafting, tree)
     runs = []
     with _progress(len(prompts), progress, f"simulating {wiring.name}") as bar:
         for i in range(0, len(prompts), batch_size):
-            batch = _Batch(model, target, prompts[i:i + batch_size], num_steps, wiring, eos)
+            batch = batch_class(model, target, prompts[i:i + batch_size], drafting, wiring, eos)
             runs += batch.decode(max_new_tokens, bar.update)
-    return AcceptanceResult(wiring.name, num_steps, runs)
+    return AcceptanceResult(wiring.name, drafting.num_steps, runs, drafting)
+
+
+def _batch_class(drafting: Drafting, tree: bool | None):
+    return _TreeBatch if tree or (tree is None and not drafting.is_chain) else _Batch
 
 
 class _NoBar:
@@ -161,9 +254,9 @@ class _Batch:
     j+1. Rejected drafts stay in the target cache as masked holes; padding of rows extended by
     different counts leaves holes in the draft cache (model.DraftCache.valid)."""
 
-    def __init__(self, draft, target, prompts, k, wiring, eos):
-
-        self.draft, self.target, self.k, self.wiring, self.eos = draft, target, k, wiring, eos
+    def __init__(self, draft, target, prompts, drafting: Drafting, wiring, eos):
+        self.draft, self.target, self.wiring, self.eos = draft, target, wiring, eos
+        self.drafting, self.k = drafting, drafting.num_steps
         self.dev = draft.fc.weight.device
         self.rows = list(range(len(prompts)))           # index into self.runs of each live row
         ids, valid = _left_pad(prompts)
@@ -259,6 +352,73 @@ class _Batch:
         self.dcache.select(keep.to(self.dev))
         self.mask, self.pos = self.mask[keep.to(self.mask.device)], self.pos[keep]
         self.extend = tuple(t[keep.to(t.device)] for t in self.extend)
+
+
+class _TreeBatch(_Batch):
+    """Requests drafting trees (tree.py) instead of chains: the same caches, holes and
+    retirement; a verify pass over every node of each row's tree under its tree mask; the
+    accepted path's states extend the draft next (rows right-aligned to num_steps + 1)."""
+
+    def _verify_step(self) -> None:
+        d = self.drafting
+        ids, feats, positions, valid = (t.to(self.dev) for t in self.extend)
+        tree = draft_tree(self.draft, ids, feats, positions, valid, self.dcache, self.wiring,
+                          d.num_steps, d.topk, d.num_draft_tokens)
+        roots = torch.tensor([self.seqs[r][-1] for r in self.rows])
+        verify = torch.cat([roots[:, None], tree.tokens.cpu()], 1)             # [B, N]
+        mask = verify_mask(tree, self.mask, self.target.dtype).to(self.target.device)
+        out, self.past = self.target.forward_cached(
+            verify, mask, self.pos[:, None] + torch.tensor(tree.depths), self.past,
+            logits_to_keep=verify.shape[1])
+        preds = out.next_tokens.cpu()
+        kept = torch.zeros(verify.shape, dtype=torch.bool)
+        paths = []
+        for b, r in enumerate(self.rows):
+            path = accepted_path(tree, b, preds[b].tolist())
+            kept[b, [0, *path]] = True
+            paths.append(path)
+            self._record(r, _tree_step(tree, b, path, verify[b].tolist(), preds[b].tolist(),
+                                       len(self.seqs[r])))
+        self.mask = torch.cat([self.mask, kept.to(self.mask)], 1)
+        self._next_tree_extend(verify, preds, draft_features(out, self.wiring), paths)
+
+    def _record(self, r: int, step: VerifyStep) -> None:
+        self.runs[r].steps.append(step)
+        committed = step.drafted[:step.accepted] + [step.bonus]
+        self.seqs[r] += committed
+        self.hit_eos[r] = self.hit_eos[r] or bool(self.eos.intersection(committed))
+
+    def _next_tree_extend(self, verify, preds, feats, paths) -> None:
+        """Each committed node's state paired with the token after it (the accepted nodes'
+        tokens, then the bonus), right-aligned so the last slot is real."""
+        B, W = len(paths), self.k + 1
+        ids = torch.zeros(B, W, dtype=torch.long)
+        out_feats = feats.new_zeros(B, W, feats.shape[-1])
+        positions = torch.zeros(B, W, dtype=torch.long)
+        valid = torch.zeros(B, W, dtype=torch.bool)
+        for b, path in enumerate(paths):
+            nodes, n = [0, *path], len(path) + 1
+            ids[b, W - n:] = torch.tensor([int(verify[b, p]) for p in path] + [int(preds[b, nodes[-1]])])
+            out_feats[b, W - n:] = feats[b, nodes]
+            positions[b, W - n:] = self.pos[b] + torch.arange(n)
+            valid[b, W - n:] = True
+        self.extend = (ids, out_feats, positions, valid)
+        self.pos = self.pos + torch.tensor([len(p) + 1 for p in paths])
+
+
+def _tree_step(tree: DraftTree, row: int, path: list[int], verify: list[int], preds: list[int],
+               position: int) -> VerifyStep:
+    """One row's verify step: the shown path (accepted nodes, then the draft's favourite
+    continuation), the target's token at the root and at each of its nodes, the siblings tried
+    at each shown position, and the whole tree."""
+    shown = shown_path(tree, row, path)
+    scores = [round(s, 4) for s in tree.scores[row].tolist()]
+    parents = tree.parents[row]
+    siblings = [sorted(([verify[c], scores[c - 1]] for c in tree.children(row, parents[n])),
+                       key=lambda pair: -pair[1])[:TOP_CANDIDATES] for n in shown]
+    return VerifyStep(position, [verify[n] for n in shown], [preds[n] for n in [0, *shown]],
+                      len(path), siblings,
+                      {"tokens": verify, "parents": parents, "scores": scores})
 
 
 def _left_pad(rows: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

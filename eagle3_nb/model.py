@@ -345,7 +345,7 @@ class Eagle3Draft(nn.Module):
         table = self.d2t[draft_ids]
         return table if mode == "absolute" else draft_ids + table
 
-    def _checked_target_ids(self, draft_ids: torch.Tensor, wiring: Wiring, step: int) -> torch.Tensor:
+    def checked_target_ids(self, draft_ids: torch.Tensor, wiring: Wiring, step: int) -> torch.Tensor:
         ids = self.to_target_ids(draft_ids, wiring)
         bad = (ids < 0) | (ids >= self.embed_tokens.num_embeddings)
         if bad.any():
@@ -409,7 +409,7 @@ class Eagle3Draft(nn.Module):
             ids = logits.argmax(-1)
             all_logits.append(logits)
             draft_ids.append(ids)
-            target_ids = self._checked_target_ids(ids, wiring, i)
+            target_ids = self.checked_target_ids(ids, wiring, i)
             if i + 1 == num_steps:
                 break
             nxt = self.run(target_ids, feature, last_pos + 1 + i, cache, wiring, own_features=True)

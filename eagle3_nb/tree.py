@@ -1,0 +1,156 @@
+"""SGLang's tree drafting and greedy tree verification (--speculative-eagle-topk > 1), as rules
+that acceptance.simulate applies on a real target. Read in sglang 0.5.23 (the rule is cited per
+release in engines/sglang.py, TREE_DRAFTING):
+
+1. Level 0: the draft extends over the committed positions; its topk most probable tokens
+   (softmax of the draft logits, mapped through d2t) are the first candidates, each scored by its
+   probability, and the first beams (srt/speculative/spec_utils.py `select_top_k_tokens`, i = 0).
+2. Each of num_steps - 1 draft forwards runs the topk beams. A beam is fed its parent's output
+   feature; its attention sees the prefix plus whatever earlier beams ran in the same beam slot
+   (kernels/ops/speculative/cache_locs.py `generate_draft_decode_kv_indices`: slot topk_id reads
+   `seq_len + topk_id * num_steps + [0, iter)`), which are its ancestors only while the ranking
+   keeps the slots in place. Every beam's topk children are candidates scored parent score x
+   child probability, and the topk best of those topk^2 become the next beams (`select_top_k_tokens`,
+   i > 0; eagle_worker_v2.py `draft_forward`).
+3. The num_draft_tokens - 1 best-scored candidates of all levels, in candidate order, are the
+   tree (eagle_utils.py `organize_draft_results`). A candidate's parent is found among them
+   (spec_tree.py `build_tree_kernel_efficient`); one whose parent was not kept cannot be reached.
+4. The target verifies the tree in one pass: each node sees the prefix, its ancestors and itself,
+   at position prefix + depth. From the root, the first child in candidate order equal to the
+   target's greedy token at the current node is accepted, and so on down; the target's token at
+   the last accepted node is the bonus (spec_tree.py `verify_tree_greedy_kernel_triton`).
+
+At topk 1 this is the chain acceptance.simulate runs, token for token (tests/test_tree.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from eagle3_nb.model import DraftCache, Wiring
+
+
+@dataclass
+class DraftTree:
+    """Per row of a batch: node 0 is the root (the last committed token), nodes 1..N-1 the kept
+    candidates in candidate order, so a parent always comes before its children."""
+    tokens: torch.Tensor                 # [B, N - 1] target ids of nodes 1..N-1
+    scores: torch.Tensor                 # [B, N - 1] their cumulative draft probabilities
+    parents: list[list[int | None]]      # per row, per node: parent node (-1: the root's none;
+    depths: list[list[int]]              # None: unreachable); per node, its depth (root 0)
+
+    def children(self, row: int, node: int) -> list[int]:
+        """The reachable children of a node, in candidate order (the order verify tries them)."""
+        return [n for n, p in enumerate(self.parents[row]) if p == node]
+
+    def visible(self, row: int) -> list[list[int]]:
+        """Per node, the nodes its verify query sees: itself and its ancestors."""
+        out: list[list[int]] = []
+        for node, parent in enumerate(self.parents[row]):
+            out.append((out[parent] if parent is not None and parent >= 0 else []) + [node])
+        return out
+
+
+def _top_children(draft, logits: torch.Tensor, topk: int, wiring: Wiring,
+                  step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """[R, Vd] draft logits -> (probabilities, target ids) of the topk best, each [R, topk]."""
+    probs = torch.softmax(logits.float(), -1)
+    top = probs.topk(topk, -1)
+    return top.values, draft.checked_target_ids(top.indices, wiring, step)
+
+
+@torch.no_grad()
+def draft_tree(draft, ids, feats, positions, valid, cache: DraftCache, wiring: Wiring,
+               num_steps: int, topk: int, num_draft_tokens: int) -> DraftTree:
+    """Extend the draft over the committed positions (ids, feats, positions, valid: [B, T]),
+    grow the candidate levels, keep the tree. The cache ends as it began plus the extend."""
+    B, K = ids.shape[0], topk
+    out = draft.run(ids, feats, positions, cache, wiring, last_only=True, valid=valid)
+    prefix = cache.length
+    scores, tokens = _top_children(draft, out.logits[:, -1], K, wiring, 0)
+    levels = [(scores, tokens, torch.full((B, K), -1, dtype=torch.long, device=ids.device))]
+    beams = torch.arange(K, device=ids.device).expand(B, K)   # candidate index of each beam
+    beam_ids, feature = tokens.reshape(B * K, 1), out.features.repeat_interleave(K, 0)
+    cache.select(torch.arange(B, device=ids.device).repeat_interleave(K))  # one row per slot
+    slot_pos = positions[:, -1:].repeat_interleave(K, 0)
+    rows = torch.arange(B, device=ids.device)[:, None]
+    for i in range(1, num_steps):
+        nxt = draft.run(beam_ids, feature, slot_pos + i, cache, wiring, own_features=True)
+        probs, child = _top_children(draft, nxt.logits[:, -1], K, wiring, i)
+        expanded = (scores[:, :, None] * probs.view(B, K, K)).view(B, K * K)
+        levels.append((expanded, child.view(B, K * K), beams.repeat_interleave(K, 1)))
+        scores, pick = expanded.topk(K, -1)
+        beams = K + K * K * (i - 1) + pick
+        beam_ids = child.view(B, K * K).gather(1, pick).reshape(B * K, 1)
+        feature = nxt.features.view(B, K, 1, -1)[rows, pick // K].reshape(B * K, 1, -1)
+    cache.select(torch.arange(B, device=ids.device) * K)
+    cache.truncate(prefix)
+    return _keep_best(levels, num_draft_tokens)
+
+
+def _keep_best(levels, num_draft_tokens: int) -> DraftTree:
+    scores = torch.cat([lv[0] for lv in levels], 1)
+    tokens = torch.cat([lv[1] for lv in levels], 1)
+    parents = torch.cat([lv[2] for lv in levels], 1)
+    keep = scores.topk(num_draft_tokens - 1, -1).indices.sort(-1).values
+    kept_parents = parents.gather(1, keep).tolist()
+    tree_parents, depths = [], []
+    for row_keep, row_parents in zip(keep.tolist(), kept_parents):
+        node_of = {cand: n + 1 for n, cand in enumerate(row_keep)}
+        nodes: list[int | None] = [-1]
+        for cand in row_parents:
+            nodes.append(0 if cand == -1 else node_of.get(cand))
+        tree_parents.append(nodes)
+        depths.append(_depths(nodes))
+    return DraftTree(tokens.gather(1, keep), scores.gather(1, keep), tree_parents, depths)
+
+
+def _depths(parents: list[int | None]) -> list[int]:
+    """Root 0, a child one below its parent; an unreachable node sits one below the root (its
+    verify result is never read, as in SGLang, where it joins no path)."""
+    out: list[int] = []
+    for parent in parents:
+        out.append(0 if parent == -1 else 1 + (out[parent] if parent is not None else 0))
+    return out
+
+
+def verify_mask(tree: DraftTree, past_valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The additive [B, 1, N, P + N] attention mask of the verify pass: every node sees the
+    valid cache slots and its own ancestors and itself (0), nothing else (the dtype's minimum)."""
+    B, P = past_valid.shape
+    N = tree.tokens.shape[1] + 1
+    sees = torch.zeros(B, N, P + N, dtype=torch.bool)
+    sees[:, :, :P] = past_valid.bool().cpu()[:, None, :]
+    for b in range(B):
+        for node, visible in enumerate(tree.visible(b)):
+            sees[b, node, [P + v for v in visible]] = True
+    mask = torch.zeros(B, 1, N, P + N, dtype=dtype)
+    return mask.masked_fill(~sees[:, None], torch.finfo(dtype).min)
+
+
+def accepted_path(tree: DraftTree, row: int, predicted: list[int]) -> list[int]:
+    """The nodes greedy verification accepts below the root: at each node, the first child in
+    candidate order whose token is the target's prediction there (predicted: per node)."""
+    path, node = [], 0
+    drafted = tree.tokens[row].tolist()
+    while True:
+        match = next((c for c in tree.children(row, node) if drafted[c - 1] == predicted[node]),
+                     None)
+        if match is None:
+            return path
+        path.append(match)
+        node = match
+
+
+def shown_path(tree: DraftTree, row: int, accepted: list[int]) -> list[int]:
+    """The accepted nodes, then the draft's own favourite continuation (the best-scored child,
+    down to a leaf): the path a per-token view shows, its first unaccepted node the miss."""
+    path = list(accepted)
+    node = path[-1] if path else 0
+    scores = tree.scores[row].tolist()
+    while children := tree.children(row, node):
+        node = max(children, key=lambda c: scores[c - 1])
+        path.append(node)
+    return path
