@@ -396,6 +396,8 @@ def cmd_observe(args) -> int:
         print(obs.to_json())
     else:
         print(obs.headline())
+        if obs.details.get("settings"):
+            print(f"  server settings: {obs.details['settings']} (for simulations)")
         for note in obs.notes:
             print(f"  note: {note}")
         if args.out:

@@ -88,7 +88,7 @@ NOT_FOUND = (404, "application/json", b'{"detail":"Not Found"}')
 
 
 class FakeSGLang:
-    def __init__(self, generate: str, info_path: str | None = "/get_server_info",
+    def __init__(self, generate: str, info_path: str | None = "/server_info",
                  info: str = "sglang-0.5.23-server_info.json"):
         self.response = rec_json(generate)
         self.info_path = info_path
@@ -112,7 +112,9 @@ PER_REQUEST = {"drafts": 20, "draft_tokens": 60, "accepted": 33, "per_pos": [15,
 class FakeVLLM:
     """Counters start at the recording's lifetime totals and grow per completion."""
 
-    def __init__(self, spec: bool = True, lag_scrapes: int = 0, models=(MODEL,)):
+    def __init__(self, spec: bool = True, lag_scrapes: int = 0, models=(MODEL,),
+                 server_info: str | None = None):
+        self.server_info = server_info   # a recording served at /server_info (dev mode)
         self.c = {"drafts": 612, "draft_tokens": 1836, "accepted": 1003, "per_pos": [478, 337, 188]}
         self.spec = spec
         self.pending = 0
@@ -150,6 +152,8 @@ class FakeVLLM:
             data = rec_json("vllm-0.33-models.json")
             data["data"] = [dict(data["data"][0], id=m) for m in self.models]
             return _json(200, data)
+        if method == "GET" and path == "/server_info?config_format=json" and self.server_info:
+            return _json(200, rec_json(self.server_info))
         if method == "POST" and path == "/v1/completions":
             self.bodies.append(json.loads(body))
             self.pending += 1
@@ -186,7 +190,7 @@ def test_sglang_0523_end_to_end(serve):
     assert [r["prompt_index"] for r in obs.per_request] == [0, 1]
     assert obs.per_request[0]["num_correct_drafts"] == 40
     # server info read from /get_server_info, kept apart from the request figures
-    assert obs.details["server_info_path"] == "/get_server_info"
+    assert obs.details["server_info_path"] == "/server_info"  # the canonical route, asked first
     assert obs.details["server_avg_spec_accept_length"] == pytest.approx(2.7431)
     assert obs.details["server"]["speculative_num_draft_tokens"] == 4
     json.loads(obs.to_json())
@@ -199,7 +203,8 @@ def test_sglang_0523_end_to_end(serve):
 ])
 def test_sglang_each_version_and_server_info_fallback(serve, recording, version, expected_len,
                                                       expected_vllm):
-    app = FakeSGLang(recording, info_path="/server_info", info="sglang-server_info-eagle-algo.json")
+    app = FakeSGLang(recording, info_path="/get_server_info",
+                     info="sglang-server_info-eagle-algo.json")
     obs = measure_server("sglang", serve(app), ["hi"], 32)
     assert obs.version_detected == version
     assert obs.mean_accept_length == pytest.approx(expected_len)
@@ -207,8 +212,8 @@ def test_sglang_each_version_and_server_info_fallback(serve, recording, version,
         assert obs.vllm_mean_acceptance_length is None
     else:
         assert obs.vllm_mean_acceptance_length == pytest.approx(expected_vllm)
-    assert app.paths == ["/generate", "/get_server_info", "/server_info"]
-    assert obs.details["server_info_path"] == "/server_info"
+    assert app.paths == ["/generate", "/server_info", "/get_server_info"]
+    assert obs.details["server_info_path"] == "/get_server_info"
     assert any("not EAGLE3" in n for n in obs.notes)
 
 
@@ -404,3 +409,61 @@ def test_observe_cli_bad_server_is_exit_2_with_nothing_written(tmp_path, capsys)
     assert main(["observe", "vllm", f"http://127.0.0.1:{port}", "--timeout", "2",
                  "--out", str(out)]) == 2
     assert "eagle3-nb: error:" in capsys.readouterr().err and not out.exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# The server's own view of its arguments. The recordings follow the engines' code (each names
+# its source in "_recording"): SGLang's /server_info top level is its flat ServerArgs fields
+# (0.5.7-0.5.16 dataclasses.asdict, 0.5.23 resolved_dict plus launch_command); vLLM's
+# /server_info?config_format=json is {"vllm_config": VllmConfig as JSON, ...}, dev mode only.
+
+
+def test_sglang_server_args_give_settings_and_launch_findings(serve, tmp_path):
+    import shutil
+    draft = tmp_path / "draft"
+    shutil.copytree(Path(__file__).parents[1] / "data_samples" / "drafts" / "good", draft)
+    app = FakeSGLang("sglang-0.5.23-generate.json", info="sglang-0.5.23-server_info-args.json")
+    app.info["speculative_draft_model_path"] = str(draft)   # a draft the kit can read
+    obs = measure_sglang(serve(app), ["hi"], max_new_tokens=8)
+    args = obs.details["server_args"]
+    assert args["method"] == "EAGLE3" and args["tensor_parallel"] == 8
+    assert args["attention_backend"] == "trtllm_mla" and args["cuda_graphs"] is True
+    assert obs.details["settings"] == {"num_steps": 3, "topk": 1, "num_draft_tokens": 4}
+    found = obs.details["launch_findings"]
+    assert [f["code"] for f in found] == ["LAUNCH_SETTING"]
+    assert "trtllm_mla" in found[0]["message"] and found[0]["engine"] == "sglang==0.5.23"
+    assert any("MLA backend" in n for n in obs.notes)
+    json.loads(obs.to_json())   # --out stays readable
+
+
+def test_sglang_eagle_algorithm_from_server_args(serve):
+    app = FakeSGLang("sglang-0.5.9-generate.json", info="sglang-server_info-eagle-algo.json")
+    obs = measure_sglang(serve(app), ["hi"], max_new_tokens=8, version="0.5.9")
+    errors = [f for f in obs.details["launch_findings"] if f["severity"] == "error"]
+    assert any("--speculative-algorithm is EAGLE" in f["message"] for f in errors)
+
+
+def test_vllm_server_info_in_dev_mode(serve):
+    obs = measure_vllm(serve(FakeVLLM(server_info="vllm-0.33-server_info.json")), ["hi"],
+                       max_tokens=8, settle_polls=0)
+    args = obs.details["server_args"]
+    assert args["method"] == "eagle" and args["num_steps"] == 3 and args["max_model_len"] == 131072
+    assert obs.details["settings"] == {"num_steps": 3, "topk": None, "num_draft_tokens": None}
+    assert any(f["severity"] == "error" and "eagle3" in f["message"].lower()
+               for f in obs.details["launch_findings"])
+
+
+def test_vllm_without_dev_mode_says_where_the_settings_are(serve):
+    obs = measure_vllm(serve(FakeVLLM()), ["hi"], max_tokens=8, settle_polls=0)
+    assert "server_args" not in obs.details
+    assert any("VLLM_SERVER_DEV_MODE=1" in n for n in obs.notes)
+
+
+def test_observe_out_with_server_args_is_read_back_by_observed(serve, tmp_path):
+    from eagle3_nb.observed.metrics import parse_observed
+    app = FakeSGLang("sglang-0.5.23-generate.json", info="sglang-0.5.23-server_info-args.json")
+    obs = measure_sglang(serve(app), ["hi"], max_new_tokens=8)
+    out = tmp_path / "obs.json"
+    out.write_text(obs.to_json())
+    again = parse_observed(out)
+    assert again.details["settings"]["num_draft_tokens"] == 4

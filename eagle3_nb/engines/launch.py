@@ -131,16 +131,17 @@ def _vllm(words: list[str], f: dict[str, Any]) -> LaunchSettings:
         not f.get("--enforce-eager"), f.get("--attention-backend"), None, f)
 
 
-def launch_findings(launch: LaunchSettings, cfg: DraftConfig,
+def launch_findings(launch: LaunchSettings, cfg: DraftConfig | None,
                     profiles: list[EngineProfile]) -> list[Finding]:
-    """What the command does to this draft, per profile of the engine it starts."""
+    """What the command does to this draft, per profile of the engine it starts. cfg None: the
+    draft's config is not at hand (a running server's own view); what needs it is not checked."""
     out = []
     for p in (p for p in profiles if p.name == launch.engine):
         out += [Finding(code, sev, msg, ev, p.key) for code, sev, msg, ev in _checks(launch, cfg, p)]
     return out
 
 
-def _checks(launch: LaunchSettings, cfg: DraftConfig, p: EngineProfile) -> list[tuple]:
+def _checks(launch: LaunchSettings, cfg: DraftConfig | None, p: EngineProfile) -> list[tuple]:
     out = []
     ev = {"launch": launch.to_json()}
     if not launch.draft:
@@ -158,7 +159,8 @@ def _checks(launch: LaunchSettings, cfg: DraftConfig, p: EngineProfile) -> list[
                     f'{launch.method or "not set (vLLM infers it from the draft path)"}: '
                     f"an EAGLE-3 draft needs {p.capture_switch}", ev))
     backend = launch.attention_backend or ""
-    if "mla" in backend and not cfg.mla and not launch.draft_attention_backend \
+    if "mla" in backend and cfg is not None and not cfg.mla \
+            and not launch.draft_attention_backend \
             and p.draft_attention_flag:
         out.append(("LAUNCH_SETTING", WARNING, f"--attention-backend {backend} is an MLA "
                     f"backend, and the draft worker inherits it without "

@@ -211,9 +211,11 @@ def _check_max_tokens(n: int, name: str) -> int:
 
 
 def sglang_server_info(client: HttpClient) -> tuple[dict[str, Any] | None, str | None]:
-    """``GET /get_server_info``, else ``/server_info`` (older servers). Returns (JSON, path) or
-    (None, None) when neither endpoint exists."""
-    for path in ("/get_server_info", "/server_info"):
+    """``GET /server_info``, else ``/get_server_info``. Returns (JSON, path) or (None, None) when
+    neither endpoint exists. Both routes answer in every release read (0.5.7-0.5.23,
+    python/sglang/srt/entrypoints/http_server.py); /get_server_info is the deprecated alias that
+    logs a warning on the server, so it is asked only when /server_info is absent."""
+    for path in ("/server_info", "/get_server_info"):
         resp = client.request("GET", path, ok_404=True)
         if resp.status == 404:
             continue
@@ -279,6 +281,7 @@ def measure_sglang(base_url: str, prompts: Iterable[str | list[int]], max_new_to
                     obs.details["server_version"] = srv.version_detected
             except MetricsFormatError as e:
                 obs.notes.append(f"server info not usable: {e.what}")
+            record_server_args(obs, sglang_server_args(info))
     return obs
 
 
@@ -333,6 +336,7 @@ def measure_vllm(base_url: str, prompts: Iterable[str | list[int]], max_tokens: 
                         headers=headers)
     if model is None:
         model = _vllm_model(client)
+    server_args = vllm_server_args(client)
     before = _scrape(client, model)
     completion_tokens = 0
     for i, prompt in enumerate(plist):
@@ -383,6 +387,7 @@ def measure_vllm(base_url: str, prompts: Iterable[str | list[int]], max_tokens: 
         obs.notes.append("no spec counters before the requests; counted from zero")
     obs.notes.append("counts are the /metrics difference around these requests; other clients "
                      "using the server at the same time would be counted too")
+    record_server_args(obs, server_args)
     return obs
 
 
@@ -396,3 +401,117 @@ def measure_server(engine: str, base_url: str, prompts: Sequence[str | list[int]
     if e == "vllm":
         return measure_vllm(base_url, prompts, max_new_tokens, **kwargs)
     raise ServingError(f"engine {engine!r} is not one of sglang, vllm")
+
+
+# ------------------------------------------------------------------------------------------------
+# The server's own view of its arguments
+
+def sglang_server_args(info: dict[str, Any]) -> dict[str, Any]:
+    """The speculative settings of an SGLang server-info answer. Its top level is the server's
+    arguments, flat: dataclasses.asdict(server_args) in 0.5.7-0.5.16 (http_server.py
+    server_info), server_args.resolved_dict() plus launch_command in 0.5.23 (utils/common.py
+    build_server_info); the field names are server_args.py's (from 0.5.19
+    arg_groups/fields/{spec,exec_,parallel}.py)."""
+    return {"engine": "sglang", "version": _str(info.get("version")),
+            "model": _str(info.get("model_path")),
+            "draft": _str(info.get("speculative_draft_model_path")),
+            "method": _str(info.get("speculative_algorithm")),
+            "num_steps": _int_or_none(info.get("speculative_num_steps")),
+            "topk": _int_or_none(info.get("speculative_eagle_topk")),
+            "num_draft_tokens": _int_or_none(info.get("speculative_num_draft_tokens")),
+            "tensor_parallel": _int_or_none(info.get("tp_size")),
+            "cuda_graphs": not info.get("disable_cuda_graph", False),
+            "attention_backend": _str(info.get("attention_backend")),
+            "draft_attention_backend": _str(info.get("speculative_draft_attention_backend")),
+            "launch_command": _str(info.get("launch_command")),
+            "source": "SGLang server info"}
+
+
+VLLM_SERVER_INFO = "/server_info?config_format=json"
+
+
+def vllm_server_args(client: HttpClient) -> dict[str, Any] | None:
+    """vLLM answers /server_info only with VLLM_SERVER_DEV_MODE=1 (0.11.0
+    entrypoints/openai/api_server.py show_server_info; from 0.18
+    entrypoints/serve/dev/server_info/api_router.py): {"vllm_config": VllmConfig dumped as JSON
+    with config_format=json, "vllm_env", "system_env"}. Otherwise a 404: None."""
+    try:
+        resp = client.request("GET", VLLM_SERVER_INFO, ok_404=True)
+        data = None if resp.status == 404 else resp.json()
+    except ServingError:       # optional: the measurement itself says what is wrong
+        return None
+    config = data.get("vllm_config") if isinstance(data, dict) else None
+    if not isinstance(config, dict):
+        return None
+    spec = _section(config, "speculative_config")
+    model = _section(config, "model_config")
+    return {"engine": "vllm", "version": None, "model": _str(model.get("model")),
+            "draft": _str(spec.get("model")), "method": _str(spec.get("method")),
+            "num_steps": _int_or_none(spec.get("num_speculative_tokens")), "topk": None,
+            "num_draft_tokens": None,
+            "tensor_parallel": _int_or_none(_section(config, "parallel_config")
+                                            .get("tensor_parallel_size")),
+            "cuda_graphs": not model.get("enforce_eager", False),
+            "attention_backend": _str(spec.get("attention_backend")),
+            "draft_attention_backend": None, "max_model_len":
+                _int_or_none(model.get("max_model_len")),
+            "source": f"vLLM {VLLM_SERVER_INFO}"}
+
+
+def _section(config: dict[str, Any], name: str) -> dict[str, Any]:
+    value = config.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)[:500]
+
+
+def _int_or_none(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def record_server_args(obs: ObservedMetrics, args: dict[str, Any] | None) -> None:
+    """The server's own arguments into details (server_args; settings for simulations), and the
+    launch checks of engines/launch.py run on them (launch_findings: the same findings as
+    inspect --launch). Kept inside details so that --out stays readable by --observed."""
+    if args is None:
+        obs.notes.append("the server does not show its arguments (vLLM: only with "
+                         "VLLM_SERVER_DEV_MODE=1); pass the serving command to inspect --launch")
+        return
+    obs.details["server_args"] = args
+    obs.details["settings"] = {k: args.get(k) for k in ("num_steps", "topk", "num_draft_tokens")}
+    findings = server_launch_findings(args)
+    obs.details["launch_findings"] = [f.to_json() for f in findings]
+    obs.notes.extend(f"{f.severity}: {f.message}" for f in findings)
+
+
+def server_launch_findings(args: dict[str, Any]) -> list:
+    """engines/launch.py's checks on the server's own arguments, for the release it reports
+    (else the engine's newest). The draft's own config is not at hand here, so the MLA check
+    assumes a non-MLA draft only when it can read the draft path as a local directory."""
+    from eagle3_nb.engines import newest_profiles, resolve_engine
+    from eagle3_nb.engines.launch import LaunchSettings, launch_findings
+
+    fields = {k: args.get(k) for k in LaunchSettings.__dataclass_fields__
+              if k not in ("flags",) and k in args}
+    launch = LaunchSettings(**fields)
+    version = args.get("version")
+    profiles = ([resolve_engine(f"{launch.engine}=={version}")] if version else
+                [p for p in newest_profiles() if p.name == launch.engine])
+    return launch_findings(launch, _local_draft_config(launch.draft), profiles)
+
+
+def _local_draft_config(draft: str | None):
+    if not draft or not Path(draft).is_dir():
+        return None
+    from eagle3_nb.io.checkpoint import Checkpoint
+    try:
+        return Checkpoint.open(draft).config
+    except Eagle3NbError:
+        return None
