@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 KERNEL := eagle3-nb
 
-.PHONY: setup test test-fast demo samples train-samples bench clean engine-env test-engines engine-truth
+.PHONY: setup test test-fast demo samples train-samples bench clean engine-env test-engines engine-truth lab
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,16 @@ test-fast: $(STAMP)
 # shared 2-core machine spinning OpenMP threads slow the notebooks down several times.
 demo: $(STAMP)
 	OMP_NUM_THREADS=1 $(VENV)/bin/eagle3-nb demo
+
+# JupyterLab on the notebooks with the kit's kernel, bound to 127.0.0.1 with no token (only
+# this machine reaches it; over SSH: ssh -L 8888:127.0.0.1:8888 HOST). Root needs --allow-root.
+LAB_PORT ?= 8888
+LAB_FLAGS = --ServerApp.root_dir=$(CURDIR)/notebooks --ServerApp.ip=127.0.0.1 \
+	--ServerApp.port=$(LAB_PORT) --IdentityProvider.token= --ServerApp.password= \
+	--MappingKernelManager.default_kernel_name=$(KERNEL) \
+	$(if $(filter 0,$(shell id -u)),--allow-root)
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab $(LAB_FLAGS)
 
 samples: $(STAMP)
 	$(PY) -m eagle3_nb.samples

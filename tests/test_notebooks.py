@@ -22,7 +22,8 @@ NB01 = NOTEBOOKS_DIR / "01_checkpoint_keys.ipynb"
 MANIFEST = DRAFTS / "manifest.json"
 MAX_CELL_LINES = 12  # "a cell longer than ~10 lines is a missing function"
 NB01_PARAMS = {"checkpoint": "str", "engine": "str", "target_config": "str", "stats": "bool",
-               "interactive": "bool", "plotly_renderer": "str", "output_dir": "str"}
+               "interactive": "bool", "plotly_renderer": "str", "compare_to": "str",
+               "output_dir": "str"}
 # issue 2: notebook 01 runs under papermill on every bundled sample draft
 # Notebook 01 under papermill on the samples whose paths through it differ (dialect, layout,
 # weights format, load error, NaN stats, name:version engines, the widget); every sample's
@@ -219,7 +220,7 @@ def test_notebook_01_other_samples_specifics(tmp_path_factory):
 @pytest.mark.notebook
 def test_notebook_01_widget_cell_runs_headless(tmp_path_factory):
     nb = _read(run_01("good", tmp_path_factory)["executed"])
-    widget_cells = [c for c in nb.cells if "engine_explorer(data)" in c.source]
+    widget_cells = [c for c in nb.cells if "engine_explorer(data" in c.source]
     assert widget_cells and any("application/vnd.jupyter.widget-view+json" in o.get("data", {})
                                 for o in widget_cells[0].outputs)
 
@@ -452,3 +453,59 @@ def test_widget_output_becomes_a_note_in_html(tmp_path_factory, tmp_path):
     html = render_html(run_01("good", tmp_path_factory)["executed"], tmp_path / "r.html")
     text = html.read_text(encoding="utf-8")
     assert "VBox(children" not in text and "interactive widget: needs a live kernel" in text
+
+
+# ----------------------------------------------------------------------------- static renders
+
+def _html_outputs(executed: Path, marker: str) -> str:
+    """The text/html outputs of the executed cells whose source contains `marker`."""
+    cells = [c for c in _read(executed).cells if c.cell_type == "code" and marker in c.source]
+    return "".join(o.get("data", {}).get("text/html", "") for c in cells for o in c.outputs)
+
+
+@pytest.mark.notebook
+def test_widget_sections_show_a_static_render_in_the_notebook_and_the_report(tmp_path_factory,
+                                                                            tmp_path):
+    """The widget's first view, drawn statically before it: what the offline page shows where
+    the widget is dead (#17), not only the note that a kernel is needed."""
+    from eagle3_nb.report.notebooks import render_html
+
+    run = run_01("good", tmp_path_factory)
+    static = _html_outputs(run["executed"], "engine_view_html(")
+    assert "Static render of the widget below, opened on engine sglang==" in static
+    assert "fc.weight" in static and "d2t" in static  # the key table of that engine
+    page = render_html(run["executed"], tmp_path / "01.html").read_text(encoding="utf-8")
+    assert page.index("opened on engine sglang==") < page.index("interactive widget: needs a")
+
+    run = run_02("good", tmp_path_factory)
+    static = _html_outputs(run["executed"], "lookup_view_html(")
+    assert "opened on <code>d:0</code>" in static and "Lookup: d:0" in static
+    page = render_html(run["executed"], tmp_path / "02.html").read_text(encoding="utf-8")
+    assert "Lookup: d:0" in page and "draft id 0" in page
+
+
+@pytest.mark.notebook
+def test_notebook_01_without_compare_to_says_so(tmp_path_factory):
+    run = run_01("good", tmp_path_factory)
+    assert "no known-good draft given" in _html_outputs(run["executed"], "diff_html(")
+    assert run["data"]["diff"] is None
+
+
+@pytest.mark.notebook
+def test_notebook_01_compare_to_a_known_good_draft(tmp_path_factory):
+    """Notebook 01 on nan-head with compare_to the good sample: the diff section and summary.json
+    name what changed (the NaN lm_head) and against what."""
+    from eagle3_nb.report.notebooks import run_notebook
+
+    out = tmp_path_factory.mktemp("nb01-compare")
+    executed = run_notebook(NB01, out, {
+        "checkpoint": str(DRAFTS / "nan-head"), "engine": SAMPLE_ENGINE_PARAM,
+        "target_config": str(TARGET_CONFIG), "stats": False, "interactive": False,
+        "compare_to": str(DRAFTS / "good"), "output_dir": str(out)})
+    html = _html_outputs(executed, "diff_html(")
+    assert "Against a known-good draft" in html and "lm_head.weight" in html
+    diff = json.loads((out / "summary.json").read_text())["diff"]
+    assert Path(diff["good"]) == (DRAFTS / "good").resolve()
+    assert Path(diff["other"]) == (DRAFTS / "nan-head").resolve()
+    assert any("lm_head.weight" in f["message"] and f["code"] == "DRAFT_DIFFERS"
+               for f in diff["findings"])
