@@ -24,13 +24,8 @@ from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.features import draft_features
 from eagle3_nb.model import DraftCache, Wiring, as_engine_leaves, ttt_logits
 from eagle3_nb.tree import DraftTree, accepted_path, draft_tree, shown_path, verify_mask
+from eagle3_nb.defaults import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_NUM_STEPS
 from eagle3_nb.uncertainty import ratio_se
-
-# One set of defaults for the CLI, the report, notebook 04 and the demo, so that the same draft
-# gets the same figure from each (tests/test_defaults.py holds them to it).
-DEFAULT_NUM_STEPS = 4
-DEFAULT_MAX_NEW_TOKENS = 48
-DEFAULT_N_SAMPLES = 16
 
 
 @dataclass(frozen=True)
@@ -190,7 +185,8 @@ class AcceptanceResult:
 @torch.no_grad()
 def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = DEFAULT_NUM_STEPS,
              max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, wiring: Wiring | None = None,
-             stop_at_eos: bool = False, progress: bool | None = None, batch_size: int = 8,
+             stop_at_eos: bool = False, progress: bool | None = None,
+             batch_size: int = DEFAULT_BATCH_SIZE,
              drafting: Drafting | None = None, tree: bool | None = None) -> AcceptanceResult:
     """Greedy speculative decoding of each prompt until max_new_tokens are generated (the last
     verify step is kept whole). EOS is not special unless stop_at_eos (then a prompt ends with

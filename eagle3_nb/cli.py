@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from eagle3_nb.defaults import DEFAULT_MAX_NEW_TOKENS, DEFAULT_N_SAMPLES, DEFAULT_NUM_STEPS
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.io.files import json_text
 from eagle3_nb.io.resources import samples_dir
@@ -89,9 +90,20 @@ def build_parser() -> argparse.ArgumentParser:
                           "scoring (--target then only lends embeddings)")
     acc.add_argument("--prompts", metavar="FILE", help="JSON Lines: prompt or input_ids "
                      "(default: data_samples/prompts.jsonl)")
-    acc.add_argument("--num-steps", type=int, default=4, metavar="K")
-    acc.add_argument("--max-new-tokens", type=_positive, default=64, metavar="N")
-    acc.add_argument("--n-samples", type=_positive, default=None, metavar="N")
+    acc.add_argument("--num-steps", type=_positive, default=None, metavar="K",
+                     help="draft depth (SGLang --speculative-num-steps, vLLM "
+                          "num_speculative_tokens); default: as --launch or the engine's log "
+                          f"states, else {DEFAULT_NUM_STEPS}")
+    acc.add_argument("--topk", type=_positive, default=None, metavar="K",
+                     help="SGLang --speculative-eagle-topk: above 1 drafts a tree as SGLang does")
+    acc.add_argument("--num-draft-tokens", type=_positive, default=None, metavar="N",
+                     help="SGLang --speculative-num-draft-tokens: the tree's size, root included")
+    acc.add_argument("--launch", metavar="COMMAND_OR_FILE",
+                     help="the serving command: its drafting settings are simulated")
+    acc.add_argument("--max-new-tokens", type=_positive, default=DEFAULT_MAX_NEW_TOKENS,
+                     metavar="N")
+    acc.add_argument("--n-samples", type=_positive, default=DEFAULT_N_SAMPLES, metavar="N",
+                     help=f"prompts to simulate (default {DEFAULT_N_SAMPLES})")
     acc.add_argument("--batch-size", type=int, default=8, metavar="B",
                      help="prompts decoded together (the tokens do not depend on it)")
     acc.add_argument("--engine", action="append", default=None, metavar="NAME==VERSION",
@@ -295,17 +307,25 @@ def cmd_accept(args) -> int:
         return _accept_what_if(args, prompts)
     result = measure_acceptance(args.checkpoint, args.target, prompts, args.wiring,
                                 args.num_steps, args.max_new_tokens, args.n_samples, args.device,
-                                stop_at_eos=args.stop_at_eos, batch_size=args.batch_size)
+                                stop_at_eos=args.stop_at_eos, batch_size=args.batch_size,
+                                topk=args.topk, num_draft_tokens=args.num_draft_tokens,
+                                launch=args.launch)
     stats = result.stats()
     if args.json:
         sys.stdout.write(json_text(stats) + "\n")
     else:
-        print(f"wiring {stats['wiring']}: mean accept length {stats['mean_accept_length']:.3f} "
-              f"(k={stats['num_steps']}, {stats['n_verify_steps']} verify steps, "
-              f"{stats['n_samples']} prompts)")
-        print("per-position acceptance: " + ", ".join(f"{a:.3f}" for a in
-                                                        stats["per_position_acceptance"]))
+        print(f"wiring {stats['wiring']}: mean accept length {stats['mean_accept_length']:.3f}"
+              f"{_se(stats['mean_accept_length_se'])} ({stats['drafting']['label']}, from "
+              f"{stats['drafting']['source']}; {stats['n_verify_steps']} verify steps, "
+              f"{stats['n_samples']} prompts, {args.max_new_tokens} new tokens each)")
+        print("per-position acceptance: " + ", ".join(
+            f"{a:.3f}{_se(se)}" for a, se in zip(stats["per_position_acceptance"],
+                                                 stats["per_position_acceptance_se"])))
     return EXIT_OK
+
+
+def _se(se: float | None) -> str:
+    return f" ± {se:.3f}" if se is not None else ""
 
 
 def _accept_what_if(args, prompts: str) -> int:
@@ -313,16 +333,23 @@ def _accept_what_if(args, prompts: str) -> int:
 
     report = what_if(args.checkpoint, args.target, prompts, args.observed, args.num_steps,
                      args.max_new_tokens, args.n_samples, args.device,
-                     batch_size=args.batch_size, engines=args.engine)
+                     batch_size=args.batch_size, engines=args.engine, topk=args.topk,
+                     num_draft_tokens=args.num_draft_tokens, launch=args.launch)
     if args.json:
         sys.stdout.write(json_text(report) + "\n")
         return EXIT_OK
-    print(f"{'wiring':<30} {'accept len':>10} {'± se':>6} {'vs observed':>11}  note")
+    print(f"{report['drafting']['label']} (from {report['drafting']['source']}), "
+          f"{report['n_samples'] or 'every'} prompts, {report['max_new_tokens']} new tokens each; "
+          "± one standard error by prompt")
+    print(f"{'wiring':<30} {'accept len':>10} {'± se':>6} {'vs trained':>17} {'vs observed':>11}"
+          "  note")
     for row in report["rows"]:
         mal = "crashes" if row["error"] else f"{row['mean_accept_length']:.3f}"
         se = f"{row['standard_error']:.3f}" if row["standard_error"] is not None else ""
+        versus = (row["vs_trained"] or {}).get("verdict") or ""
         mark = {True: "consistent", False: "", None: ""}[row["consistent"]]
-        print(f"{row['wiring']:<30} {mal:>10} {se:>6} {mark:>11}  {row['error'] or row['note']}")
+        print(f"{row['wiring']:<30} {mal:>10} {se:>6} {versus:>17} {mark:>11}  "
+              f"{row['error'] or row['note']}")
     print(report["explanation"])
     return EXIT_OK
 
@@ -331,7 +358,8 @@ def _accept_on_dumps(args) -> int:
     """No target head: teacher-forced scoring against the recorded tokens, labelled as such."""
     from eagle3_nb.checks.acceptance import score_on_dumps
 
-    result = score_on_dumps(args.checkpoint, args.hidden_states, args.num_steps, [args.wiring],
+    result = score_on_dumps(args.checkpoint, args.hidden_states,
+                            args.num_steps or DEFAULT_NUM_STEPS, [args.wiring],
                             args.n_samples, args.device, args.target)[0]
     if result.get("error") or result.get("unmeasured"):
         raise Eagle3NbError(f"wiring {args.wiring}: {result.get('error') or result['unmeasured']}",

@@ -12,17 +12,18 @@ trained), so each distinct set of switches is simulated once.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from eagle3_nb.acceptance import AcceptanceResult, simulate
+from eagle3_nb.acceptance import AcceptanceResult, Drafting, simulate
+from eagle3_nb.defaults import DEFAULT_MAX_NEW_TOKENS, DEFAULT_NUM_STEPS
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.model import Wiring
+from eagle3_nb.uncertainty import DISTINGUISHABLE_SE, paired_difference, verdict
 
 # Two figures agree when they differ by less than this many standard errors of the simulated
 # mean (the observed one's is unknown), plus a floor for engine-side noise.
-AGREEMENT_SE = 2.0
+AGREEMENT_SE = DISTINGUISHABLE_SE
 AGREEMENT_FLOOR = 0.05
 
 
@@ -33,18 +34,16 @@ class WhatIfRow:
     error: str | None = None
     distance: float | None = None      # |simulated - observed| mean accept length
     consistent: bool | None = None     # within the agreement band of the observed figure
+    # against the trained wiring on the same prompts: difference, its standard error, verdict
+    vs_trained: dict[str, Any] | None = None
 
     @property
     def mean_accept_length(self) -> float | None:
         return self.result.stats()["mean_accept_length"] if self.result else None
 
     def standard_error(self) -> float | None:
-        if not self.result or len(self.result.steps) < 2:
-            return None
-        lengths = [s.accept_length for s in self.result.steps]
-        mean = sum(lengths) / len(lengths)
-        var = sum((x - mean) ** 2 for x in lengths) / (len(lengths) - 1)
-        return math.sqrt(var / len(lengths))
+        """Of the mean accept length, prompts as the sampling unit."""
+        return self.result.stats()["mean_accept_length_se"] if self.result else None
 
     def to_json(self) -> dict[str, Any]:
         stats = self.result.stats() if self.result else None
@@ -53,27 +52,45 @@ class WhatIfRow:
                 "mean_accept_length": stats["mean_accept_length"] if stats else None,
                 "standard_error": self.standard_error(),
                 "per_position_acceptance": stats["per_position_acceptance"] if stats else None,
+                "per_position_acceptance_se": (stats["per_position_acceptance_se"]
+                                               if stats else None),
+                "vs_trained": self.vs_trained,
                 "distance": self.distance, "consistent": self.consistent}
 
 
-def run_what_if(draft, target, prompts, wirings: dict[str, Wiring], num_steps: int = 4,
-                max_new_tokens: int = 64, progress: bool | None = None,
-                batch_size: int = 8) -> list[WhatIfRow]:
-    """Simulate every wiring (each distinct set of switches once); an engine that refuses the
-    checkpoint, or a d2t that sends a drafted id out of the vocabulary, is a row with an error."""
-    if batch_size < 1 or num_steps < 1:  # bad input, not a row's result
-        raise Eagle3NbError(f"batch_size {batch_size} and num_steps {num_steps} must be >= 1",
-                            None, "pass positive counts")
+def compare_with(row: WhatIfRow, base: WhatIfRow) -> dict[str, Any] | None:
+    """row's mean accept length minus base's, paired by prompt, with its standard error and
+    "higher" / "lower" / "indistinguishable" (within 2 standard errors)."""
+    if not (row.result and base.result):
+        return None
+    diff, se = paired_difference(row.result.per_prompt(), base.result.per_prompt())
+    return {"difference": diff, "se": se, "verdict": verdict(diff, se)}
+
+
+def run_what_if(draft, target, prompts, wirings: dict[str, Wiring],
+                num_steps: int = DEFAULT_NUM_STEPS, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                progress: bool | None = None, batch_size: int = 8,
+                drafting: Drafting | None = None) -> list[WhatIfRow]:
+    """Simulate every wiring (each distinct set of switches once) with the same drafting
+    settings; an engine that refuses the checkpoint, or a d2t that sends a drafted id out of
+    the vocabulary, is a row with an error. Each row is compared with `trained` by prompt."""
+    drafting = drafting or Drafting(num_steps)
+    if batch_size < 1:  # bad input, not a row's result
+        raise Eagle3NbError(f"batch_size {batch_size} must be >= 1", None, "pass positive counts")
     done: dict[str, WhatIfRow] = {}
     rows = []
     for wiring in wirings.values():
         key = _switches_key(wiring)
         if key not in done:
-            done[key] = _simulate_row(draft, target, prompts, wiring, num_steps, max_new_tokens,
+            done[key] = _simulate_row(draft, target, prompts, wiring, drafting, max_new_tokens,
                                       progress, batch_size)
         first = done[key]
-        result = first.result and AcceptanceResult(wiring.name, num_steps, first.result.samples)
+        result = first.result and AcceptanceResult(wiring.name, drafting.num_steps,
+                                                   first.result.samples, drafting)
         rows.append(WhatIfRow(wiring, result, first.error))
+    trained = next((r for r in rows if r.wiring.name == "trained"), None)
+    for row in rows:
+        row.vs_trained = compare_with(row, trained) if trained and row is not trained else None
     return rows
 
 
@@ -84,11 +101,12 @@ def _switches_key(wiring: Wiring) -> str:
     return repr(sorted(switches.items()))
 
 
-def _simulate_row(draft, target, prompts, wiring, num_steps, max_new_tokens, progress,
+def _simulate_row(draft, target, prompts, wiring, drafting, max_new_tokens, progress,
                   batch_size) -> WhatIfRow:
     try:
-        return WhatIfRow(wiring, simulate(draft, target, prompts, num_steps, max_new_tokens,
-                                          wiring, progress=progress, batch_size=batch_size))
+        return WhatIfRow(wiring, simulate(draft, target, prompts, max_new_tokens=max_new_tokens,
+                                          wiring=wiring, progress=progress,
+                                          batch_size=batch_size, drafting=drafting))
     except Eagle3NbError as exc:
         return WhatIfRow(wiring, None, exc.what)
 
@@ -103,7 +121,9 @@ def observed_accept_length(observed) -> float | None:
 
 def rank(rows: list[WhatIfRow], observed=None) -> list[WhatIfRow]:
     """Closest to the observed figure first (ties: the per-position profile decides); without an
-    observation, highest simulated accept length first. Rows that cannot run go last."""
+    observation, highest simulated accept length first, where a wiring indistinguishable from
+    `trained` (within 2 standard errors, paired by prompt) ranks with it, after it, never above
+    it. Rows that cannot run go last."""
     target = observed_accept_length(observed)
     per_pos = getattr(observed, "per_position_acceptance", None)
     for row in rows:
@@ -115,10 +135,26 @@ def rank(rows: list[WhatIfRow], observed=None) -> list[WhatIfRow]:
     runnable = [r for r in rows if r.result is not None]
     failed = [r for r in rows if r.result is None]
     if target is None:
-        runnable.sort(key=lambda r: -r.mean_accept_length)
+        runnable.sort(key=_rank_without_observation(rows))
     else:
         runnable.sort(key=lambda r: (r.distance, _profile_distance(r, per_pos)))
     return runnable + failed
+
+
+def _rank_without_observation(rows: list[WhatIfRow]):
+    trained = next((r for r in rows if r.wiring.name == "trained" and r.result), None)
+
+    def key(row: WhatIfRow):
+        tied = (trained is not None and row.vs_trained is not None
+                and row.vs_trained["verdict"] == "indistinguishable")
+        level = trained.mean_accept_length if tied else row.mean_accept_length
+        return (-level, row is not trained, -row.mean_accept_length)
+    return key
+
+
+def indistinguishable_from_trained(rows: list[WhatIfRow]) -> list[str]:
+    return [r.wiring.name for r in rows
+            if r.vs_trained and r.vs_trained["verdict"] == "indistinguishable"]
 
 
 def _profile_distance(row: WhatIfRow, observed_per_position: list[float] | None) -> float:
@@ -134,12 +170,16 @@ def explain(rows: list[WhatIfRow], observed=None) -> str:
     by_name = {r.wiring.name: r for r in rows}
     trained = by_name.get("trained")
     trained_txt = (f"as trained the draft reaches {trained.mean_accept_length:.2f}"
+                   f"{_pm(trained.standard_error())}"
                    if trained and trained.result else "the trained wiring could not run")
     target = observed_accept_length(observed)
     if target is None:
         best = next((r for r in rows if r.result), None)
-        return (f"no engine figure given; {trained_txt}. Pass the engine's log line, metrics or "
-                "number as observed to rank the hypotheses." if best else trained_txt)
+        tied = indistinguishable_from_trained(rows)
+        tied_txt = (f"; within 2 standard errors of it (indistinguishable here): {', '.join(tied)}"
+                    if tied else "")
+        return (f"no engine figure given; {trained_txt}{tied_txt}. Pass the engine's log line, "
+                "metrics or number as observed to rank the hypotheses." if best else trained_txt)
     consistent = [r.wiring.name for r in rows if r.consistent]
     if not consistent:
         closest = next((r for r in rows if r.result), None)
@@ -159,15 +199,25 @@ def explain(rows: list[WhatIfRow], observed=None) -> str:
             f"{verdict}.")
 
 
+def _pm(se: float | None) -> str:
+    return f" ± {se:.2f}" if se is not None else ""
+
+
 def at_floor(trained: WhatIfRow | None, floor: WhatIfRow | None) -> bool:
+    """The trained draft does no better than with no target state: not higher than the floor
+    by more than 2 paired standard errors and the engine-noise floor."""
     if not (trained and trained.result and floor and floor.result):
         return False
-    band = AGREEMENT_SE * (trained.standard_error() or 0) + AGREEMENT_FLOOR
-    return trained.mean_accept_length <= floor.mean_accept_length + band
+    diff, se = paired_difference(trained.result.per_prompt(), floor.result.per_prompt())
+    return diff is not None and diff <= AGREEMENT_SE * (se or 0) + AGREEMENT_FLOOR
 
 
 def what_if_json(rows: list[WhatIfRow], observed=None) -> dict[str, Any]:
+    run = next((r.result for r in rows if r.result), None)
     return {"observed_accept_length": observed_accept_length(observed),
             "observed_source": getattr(observed, "source", None),
+            "drafting": run.drafting.to_json() if run else None,
+            "n_samples": len(run.samples) if run else None,
+            "indistinguishable_from_trained": indistinguishable_from_trained(rows),
             "explanation": explain(rows, observed),
             "rows": [r.to_json() for r in rows]}

@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "eagle3_nb"
 
 # Lowest first. A module belongs to the first group whose name is itself or a package above it.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors",),
+    ("errors", "defaults"),
     ("findings",),
     ("config", "layouts", "uncertainty"),
     ("io",),

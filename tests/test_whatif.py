@@ -158,9 +158,25 @@ def test_what_if_ranks_the_dropped_keys_hypothesis_with_the_observation(runs):
     assert not by_name["sglang==0.5.9"].consistent and by_name["trained"].consistent
     assert "computes what was trained" in explain(ranked, healthy)
 
+    # without an observation: by accept length, except that a wiring within 2 paired standard
+    # errors of trained ranks right after it, never above it
     unranked = rank(rows)
-    values = [r.mean_accept_length for r in unranked]
-    assert values == sorted(values, reverse=True)
+    names = [r.wiring.name for r in unranked]
+    tied = {r.wiring.name for r in rows
+            if r.vs_trained and r.vs_trained["verdict"] == "indistinguishable"}
+    trained_mal = by_name["trained"].mean_accept_length
+    for r in unranked:
+        if r.wiring.name == "trained":
+            continue
+        if r.wiring.name in tied:
+            assert names.index(r.wiring.name) > names.index("trained")
+        elif r.mean_accept_length > trained_mal:
+            assert names.index(r.wiring.name) < names.index("trained")
+        else:
+            assert names.index(r.wiring.name) > names.index("trained")
+    distinct = [r.mean_accept_length for r in unranked if r.wiring.name not in tied]
+    assert distinct == sorted(distinct, reverse=True)
+    assert by_name["sglang==0.5.9"].vs_trained["verdict"] == "lower"
 
 
 def test_nan_head_is_named_as_a_broken_checkpoint(runs):

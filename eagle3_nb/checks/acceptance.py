@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 import torch
 
-from eagle3_nb.acceptance import score_dumps, simulate
+from eagle3_nb.acceptance import Drafting, score_dumps, simulate
+from eagle3_nb.defaults import DEFAULT_MAX_NEW_TOKENS, DEFAULT_N_SAMPLES, DEFAULT_NUM_STEPS
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.findings import ERROR, WARNING, Finding, collapses
 from eagle3_nb.model import as_engine_leaves
@@ -39,11 +40,14 @@ class AcceptanceCheck:
     teacher_forced: list[dict] = field(default_factory=list)  # dumps only
     findings: list[Finding] = field(default_factory=list)
     decode: Callable[[int], str] | None = None
+    drafting: Drafting | None = None
+    n_samples: int | None = None
 
     def summary(self) -> dict[str, Any]:
-
         return {"checkpoint": self.checkpoint, "target": self.target,
                 "num_steps": self.num_steps, "max_new_tokens": self.max_new_tokens,
+                "drafting": self.drafting.to_json() if self.drafting else None,
+                "n_samples": self.n_samples, "settings": self.settings_line(),
                 "wiring": self.wiring,
                 "headline": self.result.stats() if self.result else None,
                 "compare": self.compare.stats() if self.compare else None,
@@ -53,21 +57,35 @@ class AcceptanceCheck:
                 "findings": [f.to_json() for f in self.findings]}
 
 
+    def settings_line(self) -> str:
+        """What every figure of this check was measured on."""
+        drafting = self.drafting.label() if self.drafting else f"{self.num_steps} steps"
+        sample = f"{self.n_samples} prompts" if self.n_samples else "every prompt"
+        return (f"{drafting} ({self.drafting.source if self.drafting else 'parameters'}), "
+                f"{sample}, {self.max_new_tokens} new tokens each, greedy verification")
+
+
 def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
                      prompts: str | Path | None = None, hidden_states: str | Path | None = None,
-                     wiring: str = "trained", compare: str | None = None, num_steps: int = 4,
-                     max_new_tokens: int = 64, n_samples: int | None = None,
-                     observed=None, what_if: bool = True, engines: list[str] | None = None,
-                     device: str | None = None, batch_size: int = 8) -> AcceptanceCheck:
-
+                     wiring: str = "trained", compare: str | None = None,
+                     num_steps: int | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                     n_samples: int | None = DEFAULT_N_SAMPLES, observed=None,
+                     what_if: bool = True, engines: list[str] | None = None,
+                     device: str | None = None, batch_size: int = 8, topk: int | None = None,
+                     num_draft_tokens: int | None = None, launch=None) -> AcceptanceCheck:
+    """num_steps, topk, num_draft_tokens: the drafting settings; unset ones come from the
+    launch command (a LaunchSettings or its text), else from the observed figure's source,
+    else from the kit's defaults (a chain of 4), see resolve_drafting."""
     if not target and not hidden_states:
         raise Eagle3NbError("no target and no hidden-state dumps", "target / hidden_states",
                             "give the target model directory (or the engine's dumps)")
     obs = parse_observed(observed) if observed not in (None, "") else None
-    check = AcceptanceCheck(str(checkpoint), str(target) if target else None, num_steps,
-                            max_new_tokens, wiring, observed=obs)
+    drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch), obs)
+    check = AcceptanceCheck(str(checkpoint), str(target) if target else None,
+                            drafting.num_steps, max_new_tokens, wiring, observed=obs,
+                            drafting=drafting, n_samples=n_samples)
     if hidden_states:  # the target, if given, only lends its embeddings (as engines share them)
-        check.teacher_forced = score_on_dumps(checkpoint, hidden_states, num_steps,
+        check.teacher_forced = score_on_dumps(checkpoint, hidden_states, drafting.num_steps,
                                               None if what_if else [wiring], n_samples, device,
                                               target, engines)
         return check
@@ -86,8 +104,8 @@ def _simulate_wirings(check, target, prompts, compare, n_samples, what_if, engin
             raise Eagle3NbError(f"unknown wiring {name!r}", "wiring", f"one of: {', '.join(presets)}")
     chosen = presets if what_if else {n: presets[n] for n in {check.wiring, compare} if n}
     samples = read_prompts(prompts, tgt, n_samples)
-    rows = run_what_if(draft, tgt, samples, chosen, check.num_steps, check.max_new_tokens,
-                       batch_size=batch_size)
+    rows = run_what_if(draft, tgt, samples, chosen, max_new_tokens=check.max_new_tokens,
+                       batch_size=batch_size, drafting=check.drafting)
     by_name = {r.wiring.name: r for r in rows}
     if by_name[check.wiring].result is None:
         raise Eagle3NbError(f"wiring {check.wiring} cannot run: {by_name[check.wiring].error}",
@@ -114,6 +132,62 @@ def _decoder(target) -> Callable[[int], str] | None:
     if target.tokenizer is None:
         return None
     return lambda token_id: target.tokenizer.decode([int(token_id)], skip_special_tokens=False)
+
+
+def _launch(launch):
+    if launch in (None, ""):
+        return None
+    if isinstance(launch, str):
+        from eagle3_nb.engines.launch import read_launch
+        return read_launch(launch)
+    return launch
+
+
+def resolve_drafting(num_steps: int | None = None, topk: int | None = None,
+                     num_draft_tokens: int | None = None, launch=None,
+                     observed=None) -> Drafting:
+    """The drafting settings a simulation copies, from the first source that states them:
+    the parameters, the launch command (SGLang --speculative-num-steps / -eagle-topk /
+    -num-draft-tokens, vLLM num_speculative_tokens), the observed figure's own log (the draft
+    positions it reports), else the kit's defaults. Parameters that contradict what the engine
+    says it ran are refused: a simulation of other settings does not explain its figure."""
+    stated = _stated_by_engine(launch, observed)
+    if any(v not in (None, 0) for v in (num_steps, topk, num_draft_tokens)):
+        asked = _asked(num_steps, topk, num_draft_tokens, stated)
+        if stated and _shape(asked) != _shape(stated):
+            raise Eagle3NbError(f"the parameters ask for a {asked.label()}, but {stated.source} "
+                                f"states a {stated.label()}", "num_steps / topk / num_draft_tokens",
+                                "drop the parameters to simulate what the engine ran, or compare "
+                                "with a figure measured with the same settings")
+        return asked
+    return stated or Drafting()
+
+
+def _asked(num_steps, topk, num_draft_tokens, stated: Drafting | None) -> Drafting:
+    """The parameters given, the rest as the engine stated them (or the kit's defaults)."""
+    base = stated or Drafting()
+    topk = topk or base.topk
+    tokens = num_draft_tokens or (base.num_draft_tokens if stated and topk == base.topk else None)
+    return Drafting(num_steps or base.num_steps, topk, tokens, "parameters")
+
+
+def _shape(d: Drafting) -> tuple[int, int, int | None]:
+    return d.num_steps, d.topk, d.num_draft_tokens
+
+
+def _stated_by_engine(launch, observed) -> Drafting | None:
+    if launch is not None and (launch.num_steps or launch.topk or launch.num_draft_tokens):
+        topk = launch.topk or 1
+        steps = launch.num_steps or (launch.num_draft_tokens - 1 if launch.num_draft_tokens
+                                     and topk == 1 else DEFAULT_NUM_STEPS)
+        return Drafting(steps, topk, launch.num_draft_tokens,
+                        f"the launch command ({launch.engine})")
+    drafts = getattr(observed, "draft_tokens_per_step", None)
+    if drafts:
+        return Drafting(drafts, 1, None, f"the observed figure ({observed.source}: {drafts} draft "
+                        "tokens per verify step, read as a chain; give --launch if the engine "
+                        "drafted a tree)")
+    return None
 
 
 def acceptance_findings(rows, observed=None) -> list[Finding]:
@@ -199,33 +273,43 @@ def score_on_dumps(checkpoint: str | Path, hidden_states: str | Path, num_steps:
 
 
 def measure_acceptance(checkpoint: str | Path, target: str | Path, prompts: str | Path,
-                       wiring: str = "trained", num_steps: int = 4, max_new_tokens: int = 64,
-                       n_samples: int | None = None, device: str | None = None,
-                       stop_at_eos: bool = False, batch_size: int = 8):
-    """Simulated chain speculative decoding of the prompts under one named wiring."""
+                       wiring: str = "trained", num_steps: int | None = None,
+                       max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                       n_samples: int | None = DEFAULT_N_SAMPLES, device: str | None = None,
+                       stop_at_eos: bool = False, batch_size: int = 8, topk: int | None = None,
+                       num_draft_tokens: int | None = None, launch=None):
+    """Simulated speculative decoding (a chain, or SGLang's tree at topk > 1) of the prompts
+    under one named wiring."""
+    drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch))
     draft, tgt, presets = load_for_run(checkpoint, target, engines_with(None, wiring), device)
     if wiring not in presets:
         raise Eagle3NbError(f"unknown wiring {wiring!r}", "--wiring",
                             f"one of: {', '.join(presets)}")
     samples = read_prompts(prompts, tgt, n_samples)
-    return simulate(draft, tgt, samples, num_steps, max_new_tokens, presets[wiring],
-                    stop_at_eos=stop_at_eos, batch_size=batch_size)
+    return simulate(draft, tgt, samples, max_new_tokens=max_new_tokens, wiring=presets[wiring],
+                    stop_at_eos=stop_at_eos, batch_size=batch_size, drafting=drafting)
 
 
 def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path, observed=None,
-            num_steps: int = 4, max_new_tokens: int = 64, n_samples: int | None = None,
-            device: str | None = None, wirings: list[str] | None = None,
-            batch_size: int = 8, engines: list[str] | None = None) -> dict[str, Any]:
+            num_steps: int | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+            n_samples: int | None = DEFAULT_N_SAMPLES, device: str | None = None,
+            wirings: list[str] | None = None, batch_size: int = 8,
+            engines: list[str] | None = None, topk: int | None = None,
+            num_draft_tokens: int | None = None, launch=None) -> dict[str, Any]:
     """Every named wiring (or the given ones) simulated on the prompts and ranked against what
-    the engine reported (a number, a log, metrics text, SGLang JSON, or None)."""
+    the engine reported (a number, a log, metrics text, SGLang JSON, or None), with the
+    drafting settings the engine ran where its launch command or log states them."""
     obs = parse_observed(observed) if observed is not None else None
+    drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch), obs)
     draft, tgt, presets = load_for_run(checkpoint, target,
                                        engines_with(engines, *(wirings or [])), device)
     unknown = [w for w in wirings or [] if w not in presets]
     if unknown:
         raise Eagle3NbError(f"unknown wiring(s) {unknown}", "wirings", f"one of: {', '.join(presets)}")
     chosen = {w: presets[w] for w in wirings} if wirings else presets
-    rows = rank(run_what_if(draft, tgt, read_prompts(prompts, tgt, n_samples), chosen, num_steps,
-                            max_new_tokens, batch_size=batch_size), obs)
-    return {"checkpoint": str(checkpoint), "num_steps": num_steps,
+    rows = rank(run_what_if(draft, tgt, read_prompts(prompts, tgt, n_samples), chosen,
+                            max_new_tokens=max_new_tokens, batch_size=batch_size,
+                            drafting=drafting), obs)
+    return {"checkpoint": str(checkpoint), "num_steps": drafting.num_steps,
+            "drafting": drafting.to_json(), "n_samples": n_samples,
             "max_new_tokens": max_new_tokens, **what_if_json(rows, obs)}

@@ -218,6 +218,11 @@ def _histogram_text(d: dict[str, Any]) -> str:
     return _items([f"{length}: {c}" + (f" ({c / n:.0%})" if n else "") for length, c in hist])
 
 
+def _pm(stats: dict[str, Any]) -> str:
+    se = stats.get("mean_accept_length_se")
+    return muted(f" ± {fmt_num(se, 3)}") if se is not None else ""
+
+
 def headline_html(result_or_stats, display: bool = False) -> HTMLString:
     """The headline numbers in every convention, each with what it counts."""
     d = _stats(result_or_stats)
@@ -225,8 +230,9 @@ def headline_html(result_or_stats, display: bool = False) -> HTMLString:
     _, _, accepted = _counts(d)
     cond = d["conditional_acceptance"]
     rows = [
-        ("accept length (SGLang)", fmt_num(d["mean_accept_length"]),
-         f"(accepted + bonus) / verify steps = ({accepted} + {n}) / {n}; range 1 to {k + 1}"),
+        ("accept length (SGLang)", fmt_num(d["mean_accept_length"]) + _pm(d),
+         f"(accepted + bonus) / verify steps = ({accepted} + {n}) / {n}; range 1 to {k + 1}; "
+         "± one standard error, prompts as the sampling unit"),
         ("Mean acceptance length (vLLM)", fmt_num(d["vllm_mean_acceptance_length"]),
          f"1 + accepted / drafts = 1 + {accepted} / {n}; the same number here (engines differ "
          "only in what they average over)"),
@@ -247,8 +253,10 @@ def headline_html(result_or_stats, display: bool = False) -> HTMLString:
                  [[cell(esc(m), nowrap=True), cell(v),
                    cell(muted(w), extra="min-width:320px")]
                   for m, v, w in rows])
-    sub = (f"wiring <b>{esc(d['wiring'])}</b> · {d['n_samples']} samples · {n} verify steps of "
-           f"{k} drafts · {d['n_tokens']} tokens generated")
+    drafting = d.get("drafting") or {"label": f"chain of {k}", "source": "?"}
+    sub = (f"wiring <b>{esc(d['wiring'])}</b> · {esc(drafting['label'])} (from "
+           f"{esc(drafting['source'])}) · {d['n_samples']} prompts · {n} verify steps · "
+           f"{d['n_tokens']} tokens generated")
     if n and accepted == 0:
         sub += " " + badge("nothing accepted: a structural failure, not a lack of training", RED)
     return show(panel("Acceptance, in every convention", body, sub), display)
@@ -433,6 +441,23 @@ def context_heatmap(result, bucket: int = 16, conditional: bool = False, display
 
 # ----------------------------------------------------------------------------- what-if
 
+def settings_text(what_if: dict[str, Any]) -> str:
+    """The sample and settings a what-if table was measured on."""
+    drafting = what_if.get("drafting") or {}
+    n = what_if.get("n_samples")
+    return (f"{drafting.get('label', '?')} (from {drafting.get('source', '?')}), "
+            f"{n if n is not None else '?'} prompts; ± one standard error by prompt")
+
+
+def _versus_trained(vs: dict[str, Any] | None) -> str:
+    if not vs or vs.get("difference") is None:
+        return ""
+    text = f"{vs['difference']:+.2f}" + (f" ± {vs['se']:.2f}" if vs.get("se") is not None else "")
+    if vs["verdict"] == "indistinguishable":
+        return badge("indistinguishable", GREY, text)
+    return esc(text)
+
+
 def what_if_html(what_if: dict[str, Any], display: bool = False) -> HTMLString:
     """The what-if ranking (`whatif.what_if_json`): one row per wiring, closest to the engine's
     figure first; wirings consistent with it are marked, rows that cannot run say why."""
@@ -445,11 +470,15 @@ def what_if_html(what_if: dict[str, Any], display: bool = False) -> HTMLString:
         mark = badge("consistent", BLUE) if r["consistent"] else ""
         colors = BLUE[1] if r["consistent"] else (RED[1] if r["error"] else None)
         rows.append(([cell(esc(r["wiring"]), nowrap=True), cell(value, align="right", nowrap=True),
+                      cell(_versus_trained(r.get("vs_trained")), nowrap=True),
                       cell(_rates(r["per_position_acceptance"] or []) if mal else ""),
                       cell(fmt_num(r["distance"], 3), align="right"), cell(mark),
                       cell(muted(r["error"] or r["note"]))], colors))
-    headers = ["wiring", "accept length", "α per position", "|Δ| to observed", "", "what it is"]
+    headers = ["wiring", "accept length ± se", "vs trained", "α per position",
+               "|Δ| to observed", "", "what it is"]
     sub = (f"engine reported {fmt_num(observed, 3)} ({esc(what_if.get('observed_source'))})"
-           if observed is not None else "no engine figure given: ranked by accept length")
+           if observed is not None else "no engine figure given: ranked by accept length, a "
+           "wiring within 2 standard errors of trained ranked with it, never above")
+    sub += f"; {esc(settings_text(what_if))}"
     return show(panel("Which wiring reproduces the engine's number?", table(headers, rows), sub)
                 + note(esc(what_if["explanation"])), display)
