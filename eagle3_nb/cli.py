@@ -150,7 +150,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--tokenizer", metavar="TOKENIZER_JSON")
     rep.add_argument("--corpus", metavar="FILE", help="JSON Lines or text: vocabulary coverage")
     rep.add_argument("--prompts", metavar="FILE", help="JSON Lines: prompt or input_ids")
-    rep.add_argument("--num-steps", type=int, metavar="K", help="draft depth to simulate")
+    rep.add_argument("--num-steps", type=int, metavar="K", help="draft depth to simulate "
+                     "(default: as --launch or --observed states, else the kit's chain of "
+                     f"{DEFAULT_NUM_STEPS})")
+    rep.add_argument("--topk", type=int, metavar="K", help="SGLang --speculative-eagle-topk: "
+                     "above 1, notebook 04 drafts a tree as SGLang does")
+    rep.add_argument("--num-draft-tokens", type=int, metavar="N",
+                     help="SGLang --speculative-num-draft-tokens (the tree's size)")
     rep.add_argument("--wiring", help="wiring to simulate (eagle3-nb accept --list-wirings)")
     rep.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
                      metavar=("NAME", "VALUE"), help="any other notebook parameter (repeatable)")
@@ -383,7 +389,8 @@ def cmd_report(args) -> int:
         hidden_states=path(args.hidden_states), engines=args.engine,
         target_config=path(args.target_config), tokenizer=path(args.tokenizer),
         corpus=path(args.corpus), prompts=path(args.prompts), observed=args.observed,
-        launch=args.launch, device=args.device, num_steps=args.num_steps, wiring=args.wiring,
+        launch=args.launch, device=args.device, num_steps=args.num_steps, topk=args.topk,
+        num_draft_tokens=args.num_draft_tokens, wiring=args.wiring,
         extra=dict(args.parameter), fail_on=args.fail_on, overwrite=args.overwrite,
         command=["eagle3-nb", *args.argv])
     summary = run_report(opts)

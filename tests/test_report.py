@@ -48,12 +48,15 @@ def cli(*args) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
+# The tests' own cost limits (the demo runs with the kit's defaults, eagle3_nb/defaults.py)
+TEST_COST = {"n_samples": "4", "max_new_tokens": "32"}
+
+
 def cost_parameters() -> list[str]:
     """-p pairs that keep notebooks 03/04 to seconds, for the notebooks that declare them:
-    the demo's limits, and notebook 04 simulates two wirings instead of every what-if one."""
+    fewer prompts and tokens, and notebook 04 simulates two wirings instead of every one."""
     declared = {n for nb in NOTEBOOKS for n in notebook_parameters(nb)}
-    wanted = {**report_run.demo_parameters(NOTEBOOKS), "what_if": "false",
-              "compare_wiring": ENGINES[0]}
+    wanted = {**TEST_COST, "what_if": "false", "compare_wiring": ENGINES[0]}
     return [x for name, value in wanted.items() if name in declared for x in ("-p", name, value)]
 
 
@@ -177,7 +180,7 @@ def test_full_run_notebooks_ran_in_order_with_their_own_parameters(full):
     assert by["01_checkpoint_keys"]["parameters"]["target_config"] == str(TARGET / "config.json")
     assert by["02_d2t_mapping"]["parameters"]["tokenizer"] == str(TARGET / "tokenizer.json")
     assert by["03_hidden_state_shapes"]["parameters"]["target"] == str(TARGET)
-    n = int(report_run.DEMO_PARAMETERS["n_samples"])
+    n = int(TEST_COST["n_samples"])
     assert by["03_hidden_state_shapes"]["parameters"]["n_samples"] == n  # -p, typed
     assert "n_samples" not in by["01_checkpoint_keys"]["parameters"]
     executed = full["out"] / "03_hidden_state_shapes" / "03_hidden_state_shapes.ipynb"

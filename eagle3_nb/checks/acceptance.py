@@ -10,7 +10,7 @@ teacher-forced against the recorded tokens, and labelled so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -80,7 +80,8 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
         raise Eagle3NbError("no target and no hidden-state dumps", "target / hidden_states",
                             "give the target model directory (or the engine's dumps)")
     obs = parse_observed(observed) if observed not in (None, "") else None
-    drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch), obs)
+    drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch), obs,
+                                _architecture(target), engines)
     check = AcceptanceCheck(str(checkpoint), str(target) if target else None,
                             drafting.num_steps, max_new_tokens, wiring, observed=obs,
                             drafting=drafting, n_samples=n_samples)
@@ -134,6 +135,18 @@ def _decoder(target) -> Callable[[int], str] | None:
     return lambda token_id: target.tokenizer.decode([int(token_id)], skip_special_tokens=False)
 
 
+def _architecture(target) -> str | None:
+    """The target config's architectures[0] (what SGLang picks its drafting defaults by)."""
+    if not target:
+        return None
+    from eagle3_nb.io.checkpoint import load_target_info
+    try:
+        archs = load_target_info(target).architectures
+    except Eagle3NbError:
+        return None
+    return archs[0] if archs else None
+
+
 def _launch(launch):
     if launch in (None, ""):
         return None
@@ -144,14 +157,19 @@ def _launch(launch):
 
 
 def resolve_drafting(num_steps: int | None = None, topk: int | None = None,
-                     num_draft_tokens: int | None = None, launch=None,
-                     observed=None) -> Drafting:
+                     num_draft_tokens: int | None = None, launch=None, observed=None,
+                     architecture: str | None = None,
+                     engines: list[str] | None = None) -> Drafting:
     """The drafting settings a simulation copies, from the first source that states them:
     the parameters, the launch command (SGLang --speculative-num-steps / -eagle-topk /
-    -num-draft-tokens, vLLM num_speculative_tokens), the observed figure's own log (the draft
-    positions it reports), else the kit's defaults. Parameters that contradict what the engine
-    says it ran are refused: a simulation of other settings does not explain its figure."""
-    stated = _stated_by_engine(launch, observed)
+    -num-draft-tokens, vLLM num_speculative_tokens), the engine's own default for this target
+    (`architecture`, the target's architectures[0]) where the launch command or the observed
+    figure names the engine but not the settings (engines/drafting.py, read per release), the
+    draft positions the engine's log reports, else the kit's defaults. Parameters that
+    contradict what the engine says it ran are refused: a simulation of other settings does
+    not explain its figure."""
+    stated = _stated_by_engine(launch, observed,
+                               _engine_default(launch, observed, architecture, engines))
     if any(v not in (None, 0) for v in (num_steps, topk, num_draft_tokens)):
         asked = _asked(num_steps, topk, num_draft_tokens, stated)
         if stated and _shape(asked) != _shape(stated):
@@ -175,7 +193,7 @@ def _shape(d: Drafting) -> tuple[int, int, int | None]:
     return d.num_steps, d.topk, d.num_draft_tokens
 
 
-def _stated_by_engine(launch, observed) -> Drafting | None:
+def _stated_by_engine(launch, observed, default: Drafting | None) -> Drafting | None:
     if launch is not None and (launch.num_steps or launch.topk or launch.num_draft_tokens):
         topk = launch.topk or 1
         steps = launch.num_steps or (launch.num_draft_tokens - 1 if launch.num_draft_tokens
@@ -183,11 +201,47 @@ def _stated_by_engine(launch, observed) -> Drafting | None:
         return Drafting(steps, topk, launch.num_draft_tokens,
                         f"the launch command ({launch.engine})")
     drafts = getattr(observed, "draft_tokens_per_step", None)
+    if drafts and default and default.num_draft_tokens == drafts + 1:
+        return replace(default, source=f"{default.source}, which verifies the {drafts} draft "
+                                       f"tokens per step the observed figure reports")
     if drafts:
         return Drafting(drafts, 1, None, f"the observed figure ({observed.source}: {drafts} draft "
                         "tokens per verify step, read as a chain; give --launch if the engine "
                         "drafted a tree)")
-    return None
+    return default
+
+
+def _engine_default(launch, observed, architecture: str | None,
+                    engines: list[str] | None) -> Drafting | None:
+    """The engine's own choice when the launch command or the observed figure names the engine
+    but no drafting flag: SGLang picks by target architecture; vLLM has no default."""
+    from eagle3_nb.engines.drafting import default_drafting
+    engine = (launch.engine if launch is not None else getattr(observed, "engine", None)) or ""
+    engine = engine.lower()
+    if engine not in ("sglang", "vllm"):
+        return None
+    version = _engine_version(engine, engines, getattr(observed, "version_detected", None))
+    try:
+        found = default_drafting(engine, version, architecture)
+    except ValueError:
+        return None
+    if not found.num_draft_tokens or not found.num_steps:
+        return None
+    target = architecture or "a target of unknown architecture"
+    return Drafting(found.num_steps, found.topk or 1, found.num_draft_tokens,
+                    f"{engine} {found.release}'s default for {target} ({found.source})")
+
+
+def _engine_version(engine: str, engines: list[str] | None, detected: str | None) -> str:
+    """The release named for this engine (--engine NAME==VERSION), else the one the observed
+    figure reveals, else the newest surveyed."""
+    from eagle3_nb.engines.releases import RELEASES
+    named = [e.split("==", 1)[1] for e in engines or [] if e.lower().startswith(engine + "==")]
+    if named:
+        return named[-1]
+    if detected and detected[0].isdigit():
+        return detected
+    return RELEASES[engine][-1][0]
 
 
 def acceptance_findings(rows, observed=None) -> list[Finding]:
@@ -280,7 +334,8 @@ def measure_acceptance(checkpoint: str | Path, target: str | Path, prompts: str 
                        num_draft_tokens: int | None = None, launch=None):
     """Simulated speculative decoding (a chain, or SGLang's tree at topk > 1) of the prompts
     under one named wiring."""
-    drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch))
+    drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch),
+                                architecture=_architecture(target))
     draft, tgt, presets = load_for_run(checkpoint, target, engines_with(None, wiring), device)
     if wiring not in presets:
         raise Eagle3NbError(f"unknown wiring {wiring!r}", "--wiring",
@@ -300,7 +355,8 @@ def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path, obs
     the engine reported (a number, a log, metrics text, SGLang JSON, or None), with the
     drafting settings the engine ran where its launch command or log states them."""
     obs = parse_observed(observed) if observed is not None else None
-    drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch), obs)
+    drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch), obs,
+                                _architecture(target), engines)
     draft, tgt, presets = load_for_run(checkpoint, target,
                                        engines_with(engines, *(wirings or [])), device)
     unknown = [w for w in wirings or [] if w not in presets]

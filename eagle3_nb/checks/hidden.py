@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from eagle3_nb.checks.hidden_findings import hidden_findings
+from eagle3_nb.defaults import DEFAULT_N_SAMPLES
 from eagle3_nb.drift import features_drift, mean_layer_similarity, weighted_mean
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.findings import sort_findings
@@ -21,13 +22,14 @@ from eagle3_nb.session import (REFERENCE, FeatureSource, LiveFeatures, NotInDump
                                load_dump_run, named_wirings, pick_device, read_prompts)
 from eagle3_nb.target import TargetModel
 from eagle3_nb.trace import trace_shapes
+from eagle3_nb.uncertainty import paired_difference, ratio_se, verdict
 
 DEFAULT_WIRINGS = ("trained", "single_layer", "layers_plus_one")
 
 
 def check_hidden_states(checkpoint: str | Path, target: str | Path | None = None,
                         prompts: str | Path | None = None, engines: list[str] | None = None,
-                        n_samples: int = 8, device: str | None = None,
+                        n_samples: int = DEFAULT_N_SAMPLES, device: str | None = None,
                         wirings: tuple[str, ...] = DEFAULT_WIRINGS,
                         hidden_states: str | Path | None = None,
                         dump_layer_ids=None) -> dict[str, Any]:
@@ -50,7 +52,8 @@ def check_hidden_states(checkpoint: str | Path, target: str | Path | None = None
     samples = read_prompts(prompts, tgt, n_samples)
     # one target pass per prompt serves every wiring's drift and the layer similarity
     live = LiveFeatures.run(tgt, samples)
-    rows = [evaluate_wiring(draft, live, w, presets["trained"]) for w in chosen]
+    rows = compare_with_trained([evaluate_wiring(draft, live, w, presets["trained"])
+                                 for w in chosen])
     data = {"checkpoint": str(named.checkpoint), "target": str(target), "device": str(dev),
             "dtype": str(dtype).replace("torch.", ""), "n_samples": len(samples),
             "hidden_size": cfg.H, "trained_width": draft.fc.in_features,
@@ -83,7 +86,10 @@ def evaluate_wiring(draft, source: FeatureSource, wiring: Wiring, trained: Wirin
                  for f, t, m in zip(feats, source.features(trained), source.masks())]
         weights = source.weights()
         n, correct = sum(a.n for a in accs), sum(a.correct for a in accs)
+        per_prompt = {"correct": [a.correct for a in accs], "n": [a.n for a in accs]}
         row.update(n=n, correct=correct, accuracy=correct / n if n else 0.0, error=None,
+                   per_prompt=per_prompt,
+                   accuracy_se=ratio_se(per_prompt["correct"], per_prompt["n"]),
                    feature_cosine=weighted_mean([d[0] for d in drift], weights),
                    aux_cosine=weighted_mean([d[1] for d in drift], weights))
     except NotInDump as exc:
@@ -96,7 +102,22 @@ def evaluate_wiring(draft, source: FeatureSource, wiring: Wiring, trained: Wirin
 def no_number() -> dict[str, Any]:
     """A wiring row's measured fields when there is no measurement."""
     return {"width": None, "fc_applied": None, "trace": [], "n": 0, "correct": 0,
-            "accuracy": None, "feature_cosine": None, "aux_cosine": None}
+            "accuracy": None, "accuracy_se": None, "per_prompt": None, "feature_cosine": None,
+            "aux_cosine": None}
+
+
+def compare_with_trained(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row's first-step accuracy minus trained's on the same prompts, with the standard
+    error of that paired difference and "higher" / "lower" / "indistinguishable"."""
+    base = next((r for r in rows if r["wiring"]["name"] == "trained"), None)
+    for row in rows:
+        row["vs_trained"] = None
+        if row is base or not base or not base.get("per_prompt") or not row.get("per_prompt"):
+            continue
+        diff, se = paired_difference((row["per_prompt"]["correct"], row["per_prompt"]["n"]),
+                                     (base["per_prompt"]["correct"], base["per_prompt"]["n"]))
+        row["vs_trained"] = {"difference": diff, "se": se, "verdict": verdict(diff, se)}
+    return rows
 
 
 @torch.no_grad()
@@ -109,7 +130,7 @@ def check_dumps(checkpoint: str | Path, hidden_states: str | Path, engines: list
                         device, target, dump_layer_ids)
     presets, trained = run.presets, run.presets["trained"]
     chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in run.profiles]
-    rows = [evaluate_wiring(run.draft, run, w, trained) for w in chosen]
+    rows = compare_with_trained([evaluate_wiring(run.draft, run, w, trained) for w in chosen])
     data = {"checkpoint": str(run.checkpoint), "target": str(target) if target else None,
             "hidden_states": str(hidden_states), "source": "dumps", "reference": REFERENCE,
             "device": str(run.device), "dtype": str(run.dtype).replace("torch.", ""),

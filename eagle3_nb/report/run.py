@@ -59,7 +59,7 @@ OWN_OPTIONS = {"checkpoint": "the CHECKPOINT argument", "output_dir": "--out",
                "target_config": "--target-config", "tokenizer": "--tokenizer",
                "corpus": "--corpus", "prompts": "--prompts", "observed": "--observed",
                "device": "--device", "num_steps": "--num-steps", "wiring": "--wiring",
-               "launch": "--launch"}
+               "launch": "--launch", "topk": "--topk", "num_draft_tokens": "--num-draft-tokens"}
 HASHED_PARAMETERS = ("target_config", "tokenizer", "prompts", "corpus", "observed")
 HASH_BUDGET_BYTES = 4 << 30  # checkpoint bytes hashed before the report starts; the rest partly
 # What --overwrite may delete: only what a report writes (and an older notebook-01-only demo).
@@ -83,6 +83,8 @@ class ReportOptions:
     launch: str | None = None             # the serving command, or a file holding it
     device: str | None = None
     num_steps: int | None = None
+    topk: int | None = None               # SGLang --speculative-eagle-topk (above 1: a tree)
+    num_draft_tokens: int | None = None   # SGLang --speculative-num-draft-tokens
     wiring: str | None = None
     extra: dict[str, str] = field(default_factory=dict)  # -p NAME VALUE
     fail_on: str = "error"
@@ -309,8 +311,10 @@ def resolve_options(opts: ReportOptions) -> ReportOptions:
     if o.device:
         from eagle3_nb.session import pick_device  # imports torch: only when a device is named
         pick_device(o.device)                  # the check every run does, with its error
-    if o.num_steps is not None and o.num_steps < 1:
-        raise Eagle3NbError(f"--num-steps {o.num_steps}", "--num-steps", "draft depth K >= 1")
+    for flag, value in (("--num-steps", o.num_steps), ("--topk", o.topk),
+                        ("--num-draft-tokens", o.num_draft_tokens)):
+        if value is not None and value < 1:
+            raise Eagle3NbError(f"{flag} {value}", flag, "a count >= 1")
     resolve_engines(o.engines or None)  # EngineSpecError names the known profiles
     _keep_apart(o)
     _read_inputs(o, ckpt)
@@ -512,7 +516,8 @@ def unused_options(opts: ReportOptions, steps: list[Step] | None = None) -> list
     running = [s.notebook for s in steps if s.status != "skipped"] if steps is not None \
         else opts.notebooks
     declared = {n for nb in running for n in notebook_parameters(nb)}
-    return [f"--{name.replace('_', '-')}" for name in ("observed", "num_steps", "wiring",
+    return [f"--{name.replace('_', '-')}" for name in ("observed", "num_steps", "topk",
+                                                        "num_draft_tokens", "wiring",
                                                         "device", "corpus", "prompts",
                                                         "hidden_states", "launch")
             if getattr(opts, name) is not None and name not in declared]
@@ -552,7 +557,8 @@ def report_values(opts: ReportOptions) -> dict[str, Any]:
             "corpus": path(opts.corpus),
             "prompts": None if opts.prompts is None else str(opts.prompts),
             "observed": opts.observed, "launch": opts.launch or "",
-            "device": opts.device, "num_steps": opts.num_steps,
+            "device": opts.device, "num_steps": opts.num_steps, "topk": opts.topk,
+            "num_draft_tokens": opts.num_draft_tokens,
             "wiring": opts.wiring, "interactive": False}
 
 
@@ -786,15 +792,6 @@ def run_demo(out: Path = Path("reports/demo"), progress: Callable[[str], None] |
                             "run `make samples` (python -m eagle3_nb.samples)")
     opts = ReportOptions(checkpoint=draft, out=Path(out), target=samples / "target",
                          overwrite=True, fail_on="never",
-                         command=["eagle3-nb", "demo", "--out", str(out)],
-                         extra=demo_parameters())
+                         command=["eagle3-nb", "demo", "--out", str(out)])
     return run_report(opts, progress, kernel_name)
 
-
-DEMO_PARAMETERS = {"n_samples": "4", "max_new_tokens": "32"}
-
-
-def demo_parameters(notebooks: list[Path] | None = None) -> dict[str, str]:
-    """The demo's cost limits, for the notebooks that declare them."""
-    declared = {n for nb in (notebooks or discover_notebooks()) for n in notebook_parameters(nb)}
-    return {k: v for k, v in DEMO_PARAMETERS.items() if k in declared}

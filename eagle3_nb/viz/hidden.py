@@ -17,7 +17,8 @@ def wirings_html(data: dict[str, Any], display: bool = False) -> str:
     for r in data["wirings"]:
         w = r["wiring"]
         acc = (("crashes: " + esc(r["error"])) if r["error"] else
-               muted(esc(r["unmeasured"])) if r.get("unmeasured") else fmt_num(r["accuracy"], 3))
+               muted(esc(r["unmeasured"])) if r.get("unmeasured") else
+               fmt_num(r["accuracy"], 3) + _pm(r.get("accuracy_se")))
         fc = {True: "applied", False: "SKIPPED", None: "–"}[r["fc_applied"]]
         bad = (r["error"] or r["fc_applied"] is False
                or r["width"] not in (None, data["trained_width"]))
@@ -27,9 +28,10 @@ def wirings_html(data: dict[str, Any], display: bool = False) -> str:
                       cell(esc(fc), colors=AMBER if r["fc_applied"] is False else None),
                       cell(fmt_num(r.get("feature_cosine"), 3), align="right"),
                       cell(acc, align="right", colors=RED if r["error"] else None),
+                      cell(_versus(r.get("vs_trained")), nowrap=True),
                       cell(muted(w["note"]))], RED[1] if bad else None))
     body = table(["wiring", "source", "hidden_states", "width", "fc", "feature cos",
-                  "first-step acc", "why"], rows)
+                  "first-step acc ± se", "vs trained", "why"], rows)
     inputs = (f"{data['n_samples']} hidden-state dumps, accuracy against the "
               f"{data['reference']}" if data.get("source") == "dumps"
               else f"{data['n_samples']} held-out prompts")
@@ -42,8 +44,23 @@ def wirings_html(data: dict[str, Any], display: bool = False) -> str:
                       sub) + note(f"first-step accuracy: the draft's first token vs {reference} "
                                   "(the seed's training-data test). feature cos: cosine of what "
                                   "reaches the decoder layer (fc's output, or the raw state where "
-                                  "fc is skipped) to what it is as trained, on the same positions"),
+                                  "fc is skipped) to what it is as trained, on the same positions. "
+                                  "± one standard error, prompts as the sampling unit; vs trained: "
+                                  "the difference on the same prompts, indistinguishable within 2 "
+                                  "of its standard errors"),
                 display)
+
+
+def _pm(se: float | None) -> str:
+    return muted(f" ± {fmt_num(se, 3)}") if se is not None else ""
+
+
+def _versus(vs: dict[str, Any] | None) -> str:
+    if not vs or vs.get("difference") is None:
+        return ""
+    text = f"{vs['difference']:+.3f}" + (f" ± {vs['se']:.3f}" if vs.get("se") is not None else "")
+    return muted(f"indistinguishable ({text})") if vs["verdict"] == "indistinguishable" \
+        else esc(text)
 
 
 def trace_html(data: dict[str, Any], wiring: str, display: bool = False) -> str:
@@ -156,10 +173,13 @@ def accuracy_figure(data: dict[str, Any]):
     trained = next((r["accuracy"] for r in data["wirings"] if r["wiring"]["name"] == "trained"),
                    None)
     colors = ["#b42318" if collapsed_row(r, trained) else "#175cd3" for r in data["wirings"]]
+    errors = [r.get("accuracy_se") or 0.0 for r in data["wirings"]]
     fig = go.Figure(go.Bar(x=names, y=acc, marker_color=colors,
+                           error_y=dict(type="data", array=errors, visible=True),
                            hovertext=[r["error"] or r.get("unmeasured") or ""
                                       for r in data["wirings"]]))
-    fig.update_layout(title="First-step draft accuracy per wiring", yaxis_title="accuracy",
+    fig.update_layout(title="First-step draft accuracy per wiring (± one standard error by "
+                      "prompt)", yaxis_title="accuracy",
                       yaxis_range=[0, 1], height=360, margin=dict(l=50, r=20, t=50, b=80))
     return fig
 
@@ -202,6 +222,28 @@ def layer_similarity_figure(data: dict[str, Any]):
     fig.update_xaxes(title_text="hidden_states index (captured)", dtick=1)
     fig.update_yaxes(title_text="hidden_states index (trained)", dtick=1, autorange="reversed")
     return fig
+
+
+def off_by_one_html(data: dict[str, Any], wiring: str = "layers_plus_one",
+                    display: bool = False) -> str:
+    """Why a one-layer-off wiring may cost nothing measurable here, in this target's numbers:
+    the cosine between each trained layer and the one the wiring captures instead, and the
+    first-step accuracy difference with its paired standard error."""
+    row = next((r for r in data["wirings"] if r["wiring"]["name"] == wiring), None)
+    trained, sim = data.get("trained_layer_ids") or [], data.get("layer_similarity")
+    if row is None or not trained:
+        return show(note(f"no {esc(wiring)} row or no trained layer ids: nothing to compare"),
+                    display)
+    captured = row["wiring"]["layer_ids"] or []
+    pairs = [(t, c) for t, c in zip(trained, captured) if sim and max(t, c) < len(sim)]
+    cosines = ", ".join(f"[{t}] vs [{c}]: {sim[t][c]:.3f}" for t, c in pairs) or "not measured"
+    vs = row.get("vs_trained") or {}
+    diff = ("no number" if vs.get("difference") is None else
+            f"{vs['difference']:+.3f}" + (f" ± {vs['se']:.3f}" if vs.get("se") is not None
+                                          else "") + f" ({vs['verdict']})")
+    return show(note(f"{code(wiring)} captures {esc(captured)} instead of {esc(trained)}. "
+                     f"Cosine of each pair in this target: {esc(cosines)}. First-step accuracy "
+                     f"against trained: {esc(diff)}."), display)
 
 
 def _not_measured(title: str):
