@@ -1,4 +1,5 @@
-"""Benchmark: simulated speculative decoding (`eagle3_nb.acceptance.simulate`), verify steps/s.
+"""Benchmark: simulated speculative decoding (`eagle3_nb.acceptance.simulate`), verify steps/s,
+against plain greedy generation of the same number of tokens by the same target in the same run.
 
 Two cases, per device (CPU in float32 always; CUDA in bfloat16 when `torch.cuda.is_available()`):
 
@@ -9,10 +10,14 @@ Two cases, per device (CPU in float32 always; CUDA in bfloat16 when `torch.cuda.
            with --target-layers layers (default: 32, the real depth, on CUDA; 2 on CPU, where a
            32-layer float32 target does not fit in memory), random prompts of --prompt-len tokens
 
-Per case and batch size (--batch-sizes, prompts decoded together): verify steps, generated
-tokens, wall seconds, verify steps/s, tokens/s, and the share of the time spent in target passes
-(the rest is the draft's extend + k autoregressive steps, and the simulator's own bookkeeping).
-Random weights accept ~nothing (accept length ~1), so the 8b-draft rows measure cost, not quality.
+Per case, drafting (--drafting: "chain:K" or "tree:STEPS,TOPK,TOKENS", SGLang's tree) and batch
+size (--batch-sizes, prompts decoded together): verify steps, generated tokens, wall seconds,
+verify steps/s, tokens/s, the share of the time spent in target passes (the rest is the draft's
+extend and drafting, and the simulator's own bookkeeping), and "x greedy": the simulation's
+wall time over plain greedy generation (one target pass per token, KV cache kept, same batch,
+same prompts, same tokens per prompt), measured in the same run. The target's own forward is the
+floor; the goal is at most 1.2x on CPU at batch 8. Random weights accept ~nothing (accept length
+~1), so the 8b-draft rows measure cost, not quality.
 
 The simulator keeps the target's and the draft's KV caches across verify steps (rejected drafts
 stay as masked holes, finished prompts leave the batch), so a verify step costs k + 1 target
@@ -32,7 +37,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from eagle3_nb.acceptance import simulate  # noqa: E402
+from eagle3_nb.acceptance import Drafting, _left_pad, simulate  # noqa: E402
 from eagle3_nb.model import Wiring  # noqa: E402
 
 SAMPLES = REPO / "data_samples"
@@ -97,28 +102,63 @@ def big_case(device, dtype, args):
     return draft, target, prompts, Wiring("bench", tuple(ids))
 
 
+def parse_drafting(text: str) -> Drafting:
+    kind, _, numbers = text.partition(":")
+    values = [int(v) for v in numbers.split(",") if v]
+    if kind == "chain" and len(values) == 1:
+        return Drafting(values[0])
+    if kind == "tree" and len(values) == 3:
+        return Drafting(*values)
+    raise SystemExit(f"--drafting {text!r}: chain:K or tree:STEPS,TOPK,TOKENS")
+
+
 def measure(name, build, device, dtype, args) -> list[dict]:
     draft, target, prompts, wiring = build(device, dtype, args)
     timed = TimedTarget(target)
-    simulate(draft, timed, prompts[:1], args.num_steps, 4, wiring, progress=False)  # warm-up
-    return [measure_batch(name, draft, timed, prompts, wiring, device, dtype, b, args)
-            for b in args.batch_sizes]
+    simulate(draft, timed, prompts[:1], max_new_tokens=4, wiring=wiring, progress=False)  # warm-up
+    rows = []
+    for b in args.batch_sizes:
+        greedy = greedy_seconds(target, prompts, args.max_new_tokens, b, device)
+        rows += [measure_batch(name, draft, timed, prompts, wiring, device, dtype, b, d, greedy,
+                               args) for d in args.drafting]
+    return rows
 
 
-def measure_batch(name, draft, timed, prompts, wiring, device, dtype, batch_size, args) -> dict:
+@torch.no_grad()
+def greedy_seconds(target, prompts, max_new_tokens: int, batch_size: int, device) -> float:
+    """Plain greedy generation of max_new_tokens per prompt, batch_size prompts at a time, one
+    target pass per token with the KV cache kept: the floor a simulation is compared with."""
+    sync(device)
+    t = time.perf_counter()
+    for i in range(0, len(prompts), batch_size):
+        ids, mask = _left_pad([p.reshape(-1).cpu() for p in prompts[i:i + batch_size]])
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out, past = target.forward_cached(ids, mask, positions, None, logits_to_keep=1)
+        for _ in range(max_new_tokens - 1):
+            nxt = out.next_tokens[:, -1:].cpu()
+            positions = positions[:, -1:] + 1
+            mask = torch.cat([mask, torch.ones_like(nxt)], 1)
+            out, past = target.forward_cached(nxt, mask, positions, past, logits_to_keep=1)
+    sync(device)
+    return time.perf_counter() - t
+
+
+def measure_batch(name, draft, timed, prompts, wiring, device, dtype, batch_size, drafting,
+                  greedy, args) -> dict:
     timed.seconds = 0.0
     sync(device)
     t = time.perf_counter()
-    result = simulate(draft, timed, prompts, args.num_steps, args.max_new_tokens, wiring,
-                      progress=False, batch_size=batch_size)
+    result = simulate(draft, timed, prompts, max_new_tokens=args.max_new_tokens, wiring=wiring,
+                      progress=False, batch_size=batch_size, drafting=drafting)
     sync(device)
     wall = time.perf_counter() - t
     stats = result.stats()
     return {"case": name, "device": str(device), "dtype": str(dtype).replace("torch.", ""),
-            "batch": batch_size, "prompts": len(prompts), "steps": stats["n_verify_steps"],
-            "tokens": stats["n_tokens"], "s": wall,
+            "drafting": drafting.label(), "batch": batch_size, "prompts": len(prompts),
+            "steps": stats["n_verify_steps"], "tokens": stats["n_tokens"], "s": wall,
             "steps/s": stats["n_verify_steps"] / wall, "tokens/s": stats["n_tokens"] / wall,
-            "target share": timed.seconds / wall, "accept len": stats["mean_accept_length"]}
+            "target share": timed.seconds / wall, "accept len": stats["mean_accept_length"],
+            "greedy s": greedy, "x greedy": wall / greedy}
 
 
 def main() -> None:
@@ -127,12 +167,14 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--prompt-len", type=int, default=128, help="8b-draft prompt length")
-    parser.add_argument("--num-steps", type=int, default=4)
+    parser.add_argument("--drafting", nargs="+", default=["chain:4", "tree:5,4,8"],
+                        help="chain:K or tree:STEPS,TOPK,TOKENS (default: chain:4 tree:5,4,8)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--target-layers", type=int, default=None)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--quick", action="store_true", help="2 prompts, 16 tokens")
     args = parser.parse_args()
+    args.drafting = [parse_drafting(d) for d in args.drafting]
     if args.quick:
         args.prompts, args.max_new_tokens = 2, 16
     if args.threads:
@@ -143,14 +185,16 @@ def main() -> None:
     builders = {"tiny": tiny_case, "8b-draft": big_case}
     rows = [r for dev, dt in devices for c in args.cases
             for r in measure(c, builders[c], dev, dt, args)]
+    if not torch.cuda.is_available():
+        print("no CUDA device here: CPU rows only (the same script prints the CUDA rows on a GPU)")
     print_table(rows)
 
 
 def print_table(rows: list[dict]) -> None:
-    cols = ["case", "device", "dtype", "batch", "prompts", "steps", "tokens", "s", "steps/s", "tokens/s",
-            "target share", "accept len"]
+    cols = ["case", "device", "dtype", "drafting", "batch", "prompts", "steps", "tokens", "s",
+            "steps/s", "tokens/s", "target share", "accept len", "greedy s", "x greedy"]
     fmt = {"s": "{:.2f}", "steps/s": "{:.1f}", "tokens/s": "{:.1f}", "target share": "{:.0%}",
-           "accept len": "{:.2f}"}
+           "accept len": "{:.2f}", "greedy s": "{:.2f}", "x greedy": "{:.2f}x"}
     cells = [[fmt.get(c, "{}").format(r[c]) for c in cols] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))

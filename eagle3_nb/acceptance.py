@@ -23,7 +23,8 @@ import torch
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.features import draft_features
 from eagle3_nb.model import DraftCache, Wiring, as_engine_leaves, ttt_logits
-from eagle3_nb.tree import DraftTree, accepted_path, draft_tree, shown_path, verify_mask
+from eagle3_nb.tree import (DraftTree, accepted_path, draft_tree, sampled_path, shown_path,
+                            target_probs, verify_mask)
 from eagle3_nb.defaults import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_NUM_STEPS
 from eagle3_nb.uncertainty import ratio_se
 
@@ -39,8 +40,12 @@ class Drafting:
     topk: int = 1
     num_draft_tokens: int | None = None
     source: str = "the kit's defaults"
+    temperature: float = 0.0   # 0: greedy verification; above: the target samples (tree.py)
 
     def __post_init__(self):
+        if not self.temperature >= 0:
+            raise Eagle3NbError(f"temperature {self.temperature} must be >= 0", "temperature",
+                                "0 for greedy verification, or the engine's sampling temperature")
         if self.num_steps < 1 or self.topk < 1:
             raise Eagle3NbError(f"num_steps {self.num_steps} and topk {self.topk} must be >= 1",
                                 None, "pass positive counts")
@@ -68,15 +73,18 @@ class Drafting:
         return self.topk == 1
 
     def label(self) -> str:
-        if self.is_chain:
-            return f"chain of {self.num_steps}"
-        return (f"tree: {self.num_steps} steps, topk {self.topk}, "
-                f"{self.num_draft_tokens} draft tokens")
+        shape = (f"chain of {self.num_steps}" if self.is_chain else
+                 f"tree: {self.num_steps} steps, topk {self.topk}, "
+                 f"{self.num_draft_tokens} draft tokens")
+        if self.temperature:
+            return f"{shape}, sampled at temperature {self.temperature:g}"
+        return shape
 
     def to_json(self) -> dict[str, Any]:
         return {"num_steps": self.num_steps, "topk": self.topk,
-                "num_draft_tokens": self.num_draft_tokens, "source": self.source,
-                "label": self.label()}
+                "num_draft_tokens": self.num_draft_tokens, "temperature": self.temperature,
+                "verification": "target-only rejection sampling" if self.temperature else "greedy",
+                "source": self.source, "label": self.label()}
 
 
 @dataclass
@@ -187,7 +195,8 @@ def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = DEFAUL
              max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, wiring: Wiring | None = None,
              stop_at_eos: bool = False, progress: bool | None = None,
              batch_size: int = DEFAULT_BATCH_SIZE,
-             drafting: Drafting | None = None, tree: bool | None = None) -> AcceptanceResult:
+             drafting: Drafting | None = None, tree: bool | None = None,
+             seed: int = 0) -> AcceptanceResult:
     """Greedy speculative decoding of each prompt until max_new_tokens are generated (the last
     verify step is kept whole). EOS is not special unless stop_at_eos (then a prompt ends with
     the verify step that commits it, kept whole), so runs stay comparable. Up to batch_size
@@ -196,7 +205,10 @@ def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = DEFAUL
     size. A wiring that resets parameters runs on a copy with them reset, as the engine leaves
     them; one the engine refuses to load raises instead of producing a number.
     drafting: steps, topk and tree size (default: a chain of num_steps); a topk above 1 drafts
-    a tree as SGLang does (tree.py); tree=True runs the tree code even at topk 1."""
+    a tree as SGLang does (tree.py); tree=True runs the tree code even at topk 1. A
+    temperature above 0 samples the first token and verifies by target-only rejection sampling
+    (tree.sampled_path), from a generator seeded with `seed`: the committed tokens are then
+    distributed as the target's own samples, and the tokens depend on the batch size."""
     drafting = drafting or Drafting(num_steps)
     if batch_size < 1:
         raise Eagle3NbError(f"batch_size {batch_size} must be >= 1", None, "pass positive counts")
@@ -211,16 +223,19 @@ def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = DEFAUL
         raise Eagle3NbError("a prompt needs at least 2 tokens (the draft pairs each state with the "
                             "next token)", None, "drop empty or one-token prompts")
     batch_class = _batch_class(drafting, tree)
+    generator = torch.Generator().manual_seed(seed)
     runs = []
     with _progress(len(prompts), progress, f"simulating {wiring.name}") as bar:
         for i in range(0, len(prompts), batch_size):
-            batch = batch_class(model, target, prompts[i:i + batch_size], drafting, wiring, eos)
+            batch = batch_class(model, target, prompts[i:i + batch_size], drafting, wiring, eos,
+                                generator)
             runs += batch.decode(max_new_tokens, bar.update)
     return AcceptanceResult(wiring.name, drafting.num_steps, runs, drafting)
 
 
 def _batch_class(drafting: Drafting, tree: bool | None):
-    return _TreeBatch if tree or (tree is None and not drafting.is_chain) else _Batch
+    sampled = drafting.temperature > 0
+    return _TreeBatch if tree or sampled or (tree is None and not drafting.is_chain) else _Batch
 
 
 class _NoBar:
@@ -250,15 +265,16 @@ class _Batch:
     j+1. Rejected drafts stay in the target cache as masked holes; padding of rows extended by
     different counts leaves holes in the draft cache (model.DraftCache.valid)."""
 
-    def __init__(self, draft, target, prompts, drafting: Drafting, wiring, eos):
+    def __init__(self, draft, target, prompts, drafting: Drafting, wiring, eos,
+                 generator: torch.Generator | None = None):
         self.draft, self.target, self.wiring, self.eos = draft, target, wiring, eos
-        self.drafting, self.k = drafting, drafting.num_steps
+        self.drafting, self.k, self.generator = drafting, drafting.num_steps, generator
         self.dev = draft.fc.weight.device
         self.rows = list(range(len(prompts)))           # index into self.runs of each live row
         ids, valid = _left_pad(prompts)
         positions = (valid.cumsum(-1) - 1).clamp(min=0)
         out, self.past = target.forward_cached(ids, valid, positions, None, logits_to_keep=1)
-        first = out.next_tokens[:, -1].cpu()
+        first = self._first_tokens(out)
         self.runs = [SampleRun(p.tolist(), int(f)) for p, f in zip(prompts, first)]
         self.seqs = [p.tolist() + [int(f)] for p, f in zip(prompts, first)]
         self.hit_eos = [int(f) in eos for f in first]   # per row: committed an EOS (stop_at_eos)
@@ -268,6 +284,13 @@ class _Batch:
         # the next draft extend: ids shifted one left (each state pairs with the next token)
         self.extend = (torch.cat([ids[:, 1:], first[:, None]], 1), draft_features(out, wiring),
                        positions, valid.bool())
+
+    def _first_tokens(self, out) -> torch.Tensor:
+        """[B]: the prefill's token, the target's greedy choice or, when sampling, its sample."""
+        if not self.drafting.temperature:
+            return out.next_tokens[:, -1].cpu()
+        probs = target_probs(out.logits[:, -1], self.drafting.temperature)
+        return torch.multinomial(probs, 1, generator=self.generator)[:, 0]
 
     def decode(self, max_new_tokens: int, finished=lambda n: None) -> list[SampleRun]:
         """Verify steps until every row is done; finished(n) hears of rows as they finish."""
@@ -367,16 +390,26 @@ class _TreeBatch(_Batch):
             verify, mask, self.pos[:, None] + torch.tensor(tree.depths), self.past,
             logits_to_keep=verify.shape[1])
         preds = out.next_tokens.cpu()
+        probs = (target_probs(out.logits, self.drafting.temperature)
+                 if self.drafting.temperature else None)
         kept = torch.zeros(verify.shape, dtype=torch.bool)
-        paths = []
+        paths, bonuses = [], []
         for b, r in enumerate(self.rows):
-            path = accepted_path(tree, b, preds[b].tolist())
+            path, bonus = self._accept(tree, b, preds[b].tolist(), probs)
             kept[b, [0, *path]] = True
             paths.append(path)
+            bonuses.append(bonus)
             self._record(r, _tree_step(tree, b, path, verify[b].tolist(), preds[b].tolist(),
-                                       len(self.seqs[r])))
+                                       bonus, len(self.seqs[r])))
         self.mask = torch.cat([self.mask, kept.to(self.mask)], 1)
-        self._next_tree_extend(verify, preds, draft_features(out, self.wiring), paths)
+        self._next_tree_extend(verify, bonuses, draft_features(out, self.wiring), paths)
+
+    def _accept(self, tree: DraftTree, b: int, preds: list[int], probs) -> tuple[list[int], int]:
+        """(accepted nodes, bonus token): greedy, or target-only rejection sampling."""
+        if probs is None:
+            path = accepted_path(tree, b, preds)
+            return path, preds[path[-1] if path else 0]
+        return sampled_path(tree, b, probs[b], self.generator)
 
     def _record(self, r: int, step: VerifyStep) -> None:
         self.runs[r].steps.append(step)
@@ -384,7 +417,7 @@ class _TreeBatch(_Batch):
         self.seqs[r] += committed
         self.hit_eos[r] = self.hit_eos[r] or bool(self.eos.intersection(committed))
 
-    def _next_tree_extend(self, verify, preds, feats, paths) -> None:
+    def _next_tree_extend(self, verify, bonuses: list[int], feats, paths) -> None:
         """Each committed node's state paired with the token after it (the accepted nodes'
         tokens, then the bonus), right-aligned so the last slot is real."""
         B, W = len(paths), self.k + 1
@@ -394,7 +427,7 @@ class _TreeBatch(_Batch):
         valid = torch.zeros(B, W, dtype=torch.bool)
         for b, path in enumerate(paths):
             nodes, n = [0, *path], len(path) + 1
-            ids[b, W - n:] = torch.tensor([int(verify[b, p]) for p in path] + [int(preds[b, nodes[-1]])])
+            ids[b, W - n:] = torch.tensor([int(verify[b, p]) for p in path] + [bonuses[b]])
             out_feats[b, W - n:] = feats[b, nodes]
             positions[b, W - n:] = self.pos[b] + torch.arange(n)
             valid[b, W - n:] = True
@@ -403,17 +436,18 @@ class _TreeBatch(_Batch):
 
 
 def _tree_step(tree: DraftTree, row: int, path: list[int], verify: list[int], preds: list[int],
-               position: int) -> VerifyStep:
+               bonus: int, position: int) -> VerifyStep:
     """One row's verify step: the shown path (accepted nodes, then the draft's favourite
-    continuation), the target's token at the root and at each of its nodes, the siblings tried
-    at each shown position, and the whole tree."""
+    continuation), the target's token at the root and at each of its nodes (the committed ones
+    along the accepted path, the bonus, then its greedy choice), the siblings tried at each
+    shown position, and the whole tree."""
     shown = shown_path(tree, row, path)
+    target = [verify[n] for n in path] + [bonus] + [preds[n] for n in shown[len(path):]]
     scores = [round(s, 4) for s in tree.scores[row].tolist()]
     parents = tree.parents[row]
     siblings = [sorted(([verify[c], scores[c - 1]] for c in tree.children(row, parents[n])),
                        key=lambda pair: -pair[1])[:TOP_CANDIDATES] for n in shown]
-    return VerifyStep(position, [verify[n] for n in shown], [preds[n] for n in [0, *shown]],
-                      len(path), siblings,
+    return VerifyStep(position, [verify[n] for n in shown], target, len(path), siblings,
                       {"tokens": verify, "parents": parents, "scores": scores})
 
 

@@ -226,13 +226,13 @@ class Attention(nn.Module):
                 k = torch.cat([cache.keys, k], 2)
                 v = torch.cat([cache.values, v], 2)
             cache.keys, cache.values = k, v
-        groups = self.nh // self.nkv
-        k, v = k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1)
         if visible is None:
             past = k.shape[2] - T
             visible = (torch.arange(k.shape[2], device=x.device)[None, :]
                        <= torch.arange(past, past + T, device=x.device)[:, None])
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=visible)
+        # GQA inside the kernel: expanding the whole cache per step cost more than the attention
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=visible,
+                                             enable_gqa=self.nh != self.nkv)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, self.nh * self.hd))
 
 

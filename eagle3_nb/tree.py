@@ -19,6 +19,15 @@ release in engines/sglang.py, TREE_DRAFTING):
    at position prefix + depth. From the root, the first child in candidate order equal to the
    target's greedy token at the current node is accepted, and so on down; the target's token at
    the last accepted node is the bonus (spec_tree.py `verify_tree_greedy_kernel_triton`).
+5. Sampling (temperature > 0): target-only rejection sampling, SGLang's default
+   (kernels/jit/include/sgl_kernel/speculative/sampling.cuh `TreeSpeculativeSamplingTargetOnly`
+   with threshold_single = threshold_acc = 1) and, for a chain, vLLM's rejection sampler when
+   the draft hands it no probabilities (v1/sample/rejection_sampler.py, NO_DRAFT_PROBS, read in
+   0.33.0; vLLM's path with cached draft probabilities is not modelled). At each node one
+   uniform draw u: the children, in candidate order, are accepted where u first falls below the
+   running sum of their target probabilities; if none is, the bonus is drawn from the target's
+   distribution there with the rejected children's tokens removed. Each committed token is
+   then distributed exactly as the target's own sample (tests/test_tree.py).
 
 At topk 1 this is the chain acceptance.simulate runs, token for token (tests/test_tree.py).
 """
@@ -123,9 +132,13 @@ def verify_mask(tree: DraftTree, past_valid: torch.Tensor, dtype: torch.dtype) -
     N = tree.tokens.shape[1] + 1
     sees = torch.zeros(B, N, P + N, dtype=torch.bool)
     sees[:, :, :P] = past_valid.bool().cpu()[:, None, :]
+    rows, nodes, cols = [], [], []
     for b in range(B):
         for node, visible in enumerate(tree.visible(b)):
-            sees[b, node, [P + v for v in visible]] = True
+            rows += [b] * len(visible)
+            nodes += [node] * len(visible)
+            cols += [P + v for v in visible]
+    sees[rows, nodes, cols] = True
     mask = torch.zeros(B, 1, N, P + N, dtype=dtype)
     return mask.masked_fill(~sees[:, None], torch.finfo(dtype).min)
 
@@ -154,3 +167,34 @@ def shown_path(tree: DraftTree, row: int, accepted: list[int]) -> list[int]:
         node = max(children, key=lambda c: scores[c - 1])
         path.append(node)
     return path
+
+
+def target_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """The target's sampling distribution at each position, on the CPU in float32."""
+    return torch.softmax(logits.float().cpu() / temperature, -1)
+
+
+def sampled_path(tree: DraftTree, row: int, probs: torch.Tensor,
+                 generator: torch.Generator) -> tuple[list[int], int]:
+    """(accepted nodes below the root, bonus token) by target-only rejection sampling; probs
+    [N, V]: the target's distribution at each node (node 0: the root)."""
+    path, node = [], 0
+    drafted = tree.tokens[row].tolist()
+    while True:
+        p = probs[node]
+        u = float(torch.rand((), generator=generator))
+        mass, rejected, chosen = 0.0, [], None
+        for child in tree.children(row, node):
+            token = drafted[child - 1]
+            mass += float(p[token])
+            if p[token] > 0 and u < mass:
+                chosen = child
+                break
+            rejected.append(token)
+        if chosen is None:
+            residual = p.clone()
+            residual[rejected] = 0.0
+            return path, int(torch.multinomial(residual, 1, generator=generator))
+        path.append(chosen)
+        node = chosen
+

@@ -178,3 +178,76 @@ def test_impossible_tree_sizes_are_clear_errors(kwargs, message):
 def test_topk_one_takes_the_chain_size_as_sglang_does():
     assert Drafting(5, 1, 8).num_draft_tokens == 6
     assert Drafting(5, 4).num_draft_tokens == 1 + 4 + 4 * 16
+
+
+# --- sampling: target-only rejection sampling commits the target's own distribution ---------
+
+def chi_square_ok(counts: dict[int, int], probs: torch.Tensor, n: int) -> bool:
+    """Pearson's statistic over the bins expected 5 times or more (the rest lumped together)
+    below df + 6 sqrt(2 df): a false alarm is rarer than 1 in 10^5."""
+    expected = (probs * n).tolist()
+    big = [t for t, e in enumerate(expected) if e >= 5]
+    observed = [counts.get(t, 0) for t in big] + [n - sum(counts.get(t, 0) for t in big)]
+    expect = [expected[t] for t in big] + [n - sum(expected[t] for t in big)]
+    pairs = [(o, e) for o, e in zip(observed, expect) if e > 0]
+    stat = sum((o - e) ** 2 / e for o, e in pairs)
+    df = len(pairs) - 1
+    return stat < df + 6 * (2 * df) ** 0.5
+
+
+def hand_tree():
+    """root -> 1 (token 2), 2 (token 4); 1 -> 3 (token 1); 2 -> 4 (token 2)."""
+    from eagle3_nb.tree import DraftTree
+    return DraftTree(torch.tensor([[2, 4, 1, 2]]), torch.tensor([[0.5, 0.3, 0.2, 0.1]]),
+                     [[-1, 0, 0, 1, 2]], [[0, 1, 1, 2, 2]])
+
+
+def test_sampled_verification_commits_the_targets_distribution():
+    from eagle3_nb.tree import sampled_path
+    tree, gen = hand_tree(), torch.Generator().manual_seed(7)
+    probs = torch.distributions.Dirichlet(torch.ones(6)).sample((5,))
+    n, first, second_after_2 = 20000, {}, {}
+    for _ in range(n):
+        path, bonus = sampled_path(tree, 0, probs, gen)
+        tokens = [int(tree.tokens[0, c - 1]) for c in path] + [bonus]
+        first[tokens[0]] = first.get(tokens[0], 0) + 1
+        if tokens[0] == 2:          # token 2 first can only be node 1 accepted
+            second_after_2[tokens[1]] = second_after_2.get(tokens[1], 0) + 1
+    assert chi_square_ok(first, probs[0], n)
+    assert chi_square_ok(second_after_2, probs[1], sum(second_after_2.values()))
+    # the rule is not vacuous: a bonus drawn from the full distribution (rejected children
+    # left in) commits the wrong one
+    skewed = probs[0].clone()
+    skewed[2] += probs[0][2] * (1 - probs[0][2])
+    assert not chi_square_ok(first, skewed / skewed.sum(), n)
+
+
+def test_sampled_simulation_commits_the_targets_distribution(models64):
+    """End to end on the real target: one prompt, many rows; the token after the first
+    (committed by the first verify step) follows the target's distribution at temperature 1."""
+    draft, target = models64
+    prompt = read_prompts(SAMPLES / "prompts.jsonl", target, 1)[0][:12]
+    n = 1500
+    result = simulate(draft, target, [prompt] * n, max_new_tokens=2, wiring=TRAINED,
+                      drafting=Drafting(2, temperature=1.0), batch_size=n, seed=3)
+    firsts = [r.generated[0] for r in result.samples]
+    top = max(set(firsts), key=firsts.count)
+    seconds = {}
+    for r in result.samples:
+        if r.generated[0] == top:
+            seconds[r.generated[1]] = seconds.get(r.generated[1], 0) + 1
+    with torch.no_grad():
+        first_p = torch.softmax(target.forward_hidden(prompt).logits[-1].double(), -1)
+        after = torch.softmax(target.forward_hidden(
+            torch.cat([prompt, torch.tensor([top])])).logits[-1].double(), -1)
+    assert chi_square_ok({t: firsts.count(t) for t in set(firsts)}, first_p, n)
+    assert chi_square_ok(seconds, after, sum(seconds.values()))
+    assert result.stats()["drafting"]["verification"] == "target-only rejection sampling"
+
+
+def test_sampling_is_reproducible_by_seed(models64, prompts):
+    draft, target = models64
+    runs = [simulate(draft, target, prompts[:2], max_new_tokens=10, wiring=TRAINED,
+                     drafting=Drafting(3, 2, 5, temperature=0.8), seed=s) for s in (1, 1, 2)]
+    tokens = [[r.generated for r in run.samples] for run in runs]
+    assert tokens[0] == tokens[1] and tokens[0] != tokens[2]

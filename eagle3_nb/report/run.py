@@ -722,11 +722,15 @@ def acceptance_figures(s: dict[str, Any]) -> dict[str, Any]:
         as_dict(s.get("what_if"))
     rows = [r for r in what.get("rows") or [] if isinstance(r, dict) and "wiring" in r]
     return {"wiring": head.get("wiring"), "mean_accept_length": head.get("mean_accept_length"),
+            "mean_accept_length_se": head.get("mean_accept_length_se"),
             "per_position_acceptance": head.get("per_position_acceptance"),
-            "compare": {k: comp.get(k) for k in ("wiring", "mean_accept_length")} if comp else None,
+            "compare": ({k: comp.get(k) for k in ("wiring", "mean_accept_length",
+                                                  "mean_accept_length_se")} if comp else None),
+            "settings": s.get("settings"),
             "observed": what.get("observed_accept_length"), "explanation": what.get("explanation"),
-            "what_if": {r["wiring"]: {k: r.get(k) for k in ("mean_accept_length", "consistent",
-                                                            "error")} for r in rows},
+            "what_if": {r["wiring"]: {k: r.get(k) for k in ("mean_accept_length", "standard_error",
+                                                            "vs_trained", "consistent", "error")}
+                        for r in rows},
             "teacher_forced": s.get("teacher_forced")}
 
 

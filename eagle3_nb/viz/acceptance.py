@@ -17,7 +17,7 @@ from typing import Any, Callable
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.findings import collapses
 from eagle3_nb.viz.html import (BLUE, GREEN, GREY, MONO, MUTED, RED, HTMLString, badge, cell, esc,
-                                fmt_num, muted, note, panel, show, style, table)
+                                fmt_num, muted, note, panel, show, style, table, versus_html)
 
 PROMPT_TAIL = 24          # prompt tokens shown before the generated ones
 KIND_COLORS = {"accepted": GREEN, "bonus": BLUE, "rejected": RED, "first": GREY}
@@ -449,15 +449,6 @@ def settings_text(what_if: dict[str, Any]) -> str:
             f"{n if n is not None else '?'} prompts; ± one standard error by prompt")
 
 
-def _versus_trained(vs: dict[str, Any] | None) -> str:
-    if not vs or vs.get("difference") is None:
-        return ""
-    text = f"{vs['difference']:+.2f}" + (f" ± {vs['se']:.2f}" if vs.get("se") is not None else "")
-    if vs["verdict"] == "indistinguishable":
-        return badge("indistinguishable", GREY, text)
-    return esc(text)
-
-
 def what_if_html(what_if: dict[str, Any], display: bool = False) -> HTMLString:
     """The what-if ranking (`whatif.what_if_json`): one row per wiring, closest to the engine's
     figure first; wirings consistent with it are marked, rows that cannot run say why."""
@@ -470,7 +461,7 @@ def what_if_html(what_if: dict[str, Any], display: bool = False) -> HTMLString:
         mark = badge("consistent", BLUE) if r["consistent"] else ""
         colors = BLUE[1] if r["consistent"] else (RED[1] if r["error"] else None)
         rows.append(([cell(esc(r["wiring"]), nowrap=True), cell(value, align="right", nowrap=True),
-                      cell(_versus_trained(r.get("vs_trained")), nowrap=True),
+                      cell(versus_html(r.get("vs_trained")), nowrap=True),
                       cell(_rates(r["per_position_acceptance"] or []) if mal else ""),
                       cell(fmt_num(r["distance"], 3), align="right"), cell(mark),
                       cell(muted(r["error"] or r["note"]))], colors))

@@ -6,7 +6,7 @@ from typing import Any
 
 from eagle3_nb.findings import collapses
 from eagle3_nb.viz.html import (AMBER, GREEN, RED, badge, cell, code, esc, fmt_num, fmt_shape,
-                                muted, note, panel, show, table)
+                                muted, note, panel, show, table, versus_html)
 
 STATUS_COLORS = {"ok": GREEN, "mismatch": RED, "skipped": AMBER}
 
@@ -28,7 +28,7 @@ def wirings_html(data: dict[str, Any], display: bool = False) -> str:
                       cell(esc(fc), colors=AMBER if r["fc_applied"] is False else None),
                       cell(fmt_num(r.get("feature_cosine"), 3), align="right"),
                       cell(acc, align="right", colors=RED if r["error"] else None),
-                      cell(_versus(r.get("vs_trained")), nowrap=True),
+                      cell(versus_html(r.get("vs_trained"), 3), nowrap=True),
                       cell(muted(w["note"]))], RED[1] if bad else None))
     body = table(["wiring", "source", "hidden_states", "width", "fc", "feature cos",
                   "first-step acc ± se", "vs trained", "why"], rows)
@@ -53,14 +53,6 @@ def wirings_html(data: dict[str, Any], display: bool = False) -> str:
 
 def _pm(se: float | None) -> str:
     return muted(f" ± {fmt_num(se, 3)}") if se is not None else ""
-
-
-def _versus(vs: dict[str, Any] | None) -> str:
-    if not vs or vs.get("difference") is None:
-        return ""
-    text = f"{vs['difference']:+.3f}" + (f" ± {vs['se']:.3f}" if vs.get("se") is not None else "")
-    return muted(f"indistinguishable ({text})") if vs["verdict"] == "indistinguishable" \
-        else esc(text)
 
 
 def trace_html(data: dict[str, Any], wiring: str, display: bool = False) -> str:

@@ -153,3 +153,17 @@ def fmt_shape(shape: Any) -> str:
     if shape is None:
         return "–"
     return "[" + ", ".join(str(int(d)) for d in shape) + "]"
+
+
+def versus_html(vs: dict | None, digits: int = 2) -> str:
+    """A paired difference against a baseline ({"difference", "se", "verdict"}, from
+    uncertainty.verdict): "indistinguishable (+0.01 ± 0.02)", muted, or "lower (-0.40 ± 0.05)"."""
+    if not vs or vs.get("difference") is None:
+        return ""
+    text = f"{vs['difference']:+.{digits}f}"
+    if vs.get("se") is not None:
+        text += f" ± {vs['se']:.{digits}f}"
+    if vs.get("verdict") == "indistinguishable":
+        return muted(esc(f"indistinguishable ({text})"))
+    return esc(f"{vs.get('verdict')} ({text})")
+

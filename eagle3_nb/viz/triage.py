@@ -11,7 +11,7 @@ from typing import Any
 from eagle3_nb.viz.hidden import collapsed_row
 from eagle3_nb.viz.html import (AMBER, FONT, GREEN, GREY, MUTED, RED, SEVERITY_COLORS, SOLID_GREEN,
                                 SOLID_RED, TEXT, HTMLString, badge, cell, code, esc, fmt_num,
-                                muted, note, panel, show, style, table)
+                                muted, note, panel, show, style, table, versus_html)
 from eagle3_nb.viz.keys import VERDICT_COLORS
 from eagle3_nb.findings import SEVERITY_ORDER, verdict_line, verdicts
 
@@ -215,14 +215,18 @@ def _accuracy_table(acc: dict[str, dict], reference: str | None = None) -> str:
 
 
 def _acceptance_table(a: dict[str, Any]) -> str:
-    """`triage.acceptance_figures`: as trained, compared, observed, then the what-if ranking."""
+    """`triage.acceptance_figures`: as trained, compared, observed, then the what-if ranking,
+    every figure with its standard error and the settings it was measured with."""
     rows = []
+    if a.get("settings"):
+        rows.append(("measured on", esc(a["settings"])))
     if a.get("mean_accept_length") is not None:
-        rows.append((f"mean accept length ({a.get('wiring')})", fmt_num(a["mean_accept_length"])))
+        rows.append((f"mean accept length ({a.get('wiring')})",
+                     _with_se(a["mean_accept_length"], a.get("mean_accept_length_se"))))
     comp = a.get("compare") or {}
     if comp.get("mean_accept_length") is not None:
         rows.append((f"mean accept length ({comp.get('wiring')})",
-                     fmt_num(comp["mean_accept_length"])))
+                     _with_se(comp["mean_accept_length"], comp.get("mean_accept_length_se"))))
     if a.get("observed") is not None:
         rows.append(("the engine reported", fmt_num(a["observed"])))
     if a.get("explanation"):
@@ -236,14 +240,21 @@ def _acceptance_table(a: dict[str, Any]) -> str:
     what = a.get("what_if") or {}
     if what:
         trs = [[cell(code(name)), cell(esc(r.get("error")) if r.get("error")
-                                       else fmt_num(r.get("mean_accept_length")), align="right"),
+                                       else _with_se(r.get("mean_accept_length"),
+                                                     r.get("standard_error")), align="right"),
+                cell(versus_html(r.get("vs_trained"))),
                 cell(badge("matches", AMBER) if r.get("consistent") else "")]
                for name, r in what.items()]
         html += _title("what-if wirings, closest to the engine's figure first"
                        if a.get("observed") is not None else
-                       "what-if wirings, simulated accept length (no engine figure given)") + table(
-            ["wiring", "accept length", "vs the engine's figure"], trs)
+                       "what-if wirings, simulated accept length (no engine figure given; within "
+                       "2 standard errors of trained is indistinguishable, ranked after it)") + table(
+            ["wiring", "accept length ± se", "vs trained", "vs the engine's figure"], trs)
     return html
+
+
+def _with_se(value, se) -> str:
+    return fmt_num(value) + (muted(f" ± {fmt_num(se, 3)}") if se is not None else "")
 
 
 def _provenance_section(s: dict[str, Any]) -> str:
