@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="SGLang --speculative-num-draft-tokens: the tree's size, root included")
     acc.add_argument("--launch", metavar="COMMAND_OR_FILE",
                      help="the serving command: its drafting settings are simulated")
+    acc.add_argument("--temperature", type=float, default=0.0, metavar="T",
+                     help="above 0: the target samples, and drafts are verified by target-only "
+                          "rejection sampling as the engines do by default (default: greedy)")
     acc.add_argument("--max-new-tokens", type=_positive, default=DEFAULT_MAX_NEW_TOKENS,
                      metavar="N")
     acc.add_argument("--n-samples", type=_positive, default=DEFAULT_N_SAMPLES, metavar="N",
@@ -315,7 +318,7 @@ def cmd_accept(args) -> int:
                                 args.num_steps, args.max_new_tokens, args.n_samples, args.device,
                                 stop_at_eos=args.stop_at_eos, batch_size=args.batch_size,
                                 topk=args.topk, num_draft_tokens=args.num_draft_tokens,
-                                launch=args.launch)
+                                launch=args.launch, temperature=args.temperature)
     stats = result.stats()
     if args.json:
         sys.stdout.write(json_text(stats) + "\n")
@@ -340,7 +343,8 @@ def _accept_what_if(args, prompts: str) -> int:
     report = what_if(args.checkpoint, args.target, prompts, args.observed, args.num_steps,
                      args.max_new_tokens, args.n_samples, args.device,
                      batch_size=args.batch_size, engines=args.engine, topk=args.topk,
-                     num_draft_tokens=args.num_draft_tokens, launch=args.launch)
+                     num_draft_tokens=args.num_draft_tokens, launch=args.launch,
+                     temperature=args.temperature)
     if args.json:
         sys.stdout.write(json_text(report) + "\n")
         return EXIT_OK

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-
 from conftest import DRAFTS, TARGET_CONFIG
 from eagle3_nb.engines.launch import read_launch
 

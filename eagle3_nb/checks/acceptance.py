@@ -72,7 +72,8 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
                      n_samples: int | None = DEFAULT_N_SAMPLES, observed=None,
                      what_if: bool = True, engines: list[str] | None = None,
                      device: str | None = None, batch_size: int = 8, topk: int | None = None,
-                     num_draft_tokens: int | None = None, launch=None) -> AcceptanceCheck:
+                     num_draft_tokens: int | None = None, launch=None,
+                     temperature: float = 0.0) -> AcceptanceCheck:
     """num_steps, topk, num_draft_tokens: the drafting settings; unset ones come from the
     launch command (a LaunchSettings or its text), else from the observed figure's source,
     else from the kit's defaults (a chain of 4), see resolve_drafting."""
@@ -81,7 +82,7 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
                             "give the target model directory (or the engine's dumps)")
     obs = parse_observed(observed) if observed not in (None, "") else None
     drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch), obs,
-                                _architecture(target), engines)
+                                _architecture(target), engines, temperature)
     check = AcceptanceCheck(str(checkpoint), str(target) if target else None,
                             drafting.num_steps, max_new_tokens, wiring, observed=obs,
                             drafting=drafting, n_samples=n_samples)
@@ -158,8 +159,8 @@ def _launch(launch):
 
 def resolve_drafting(num_steps: int | None = None, topk: int | None = None,
                      num_draft_tokens: int | None = None, launch=None, observed=None,
-                     architecture: str | None = None,
-                     engines: list[str] | None = None) -> Drafting:
+                     architecture: str | None = None, engines: list[str] | None = None,
+                     temperature: float = 0.0) -> Drafting:
     """The drafting settings a simulation copies, from the first source that states them:
     the parameters, the launch command (SGLang --speculative-num-steps / -eagle-topk /
     -num-draft-tokens, vLLM num_speculative_tokens), the engine's own default for this target
@@ -177,8 +178,8 @@ def resolve_drafting(num_steps: int | None = None, topk: int | None = None,
                                 f"states a {stated.label()}", "num_steps / topk / num_draft_tokens",
                                 "drop the parameters to simulate what the engine ran, or compare "
                                 "with a figure measured with the same settings")
-        return asked
-    return stated or Drafting()
+        return replace(asked, temperature=temperature)
+    return replace(stated or Drafting(), temperature=temperature)
 
 
 def _asked(num_steps, topk, num_draft_tokens, stated: Drafting | None) -> Drafting:
@@ -331,18 +332,19 @@ def measure_acceptance(checkpoint: str | Path, target: str | Path, prompts: str 
                        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                        n_samples: int | None = DEFAULT_N_SAMPLES, device: str | None = None,
                        stop_at_eos: bool = False, batch_size: int = 8, topk: int | None = None,
-                       num_draft_tokens: int | None = None, launch=None):
+                       num_draft_tokens: int | None = None, launch=None,
+                       temperature: float = 0.0, seed: int = 0):
     """Simulated speculative decoding (a chain, or SGLang's tree at topk > 1) of the prompts
     under one named wiring."""
     drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch),
-                                architecture=_architecture(target))
+                                architecture=_architecture(target), temperature=temperature)
     draft, tgt, presets = load_for_run(checkpoint, target, engines_with(None, wiring), device)
     if wiring not in presets:
         raise Eagle3NbError(f"unknown wiring {wiring!r}", "--wiring",
                             f"one of: {', '.join(presets)}")
     samples = read_prompts(prompts, tgt, n_samples)
     return simulate(draft, tgt, samples, max_new_tokens=max_new_tokens, wiring=presets[wiring],
-                    stop_at_eos=stop_at_eos, batch_size=batch_size, drafting=drafting)
+                    stop_at_eos=stop_at_eos, batch_size=batch_size, drafting=drafting, seed=seed)
 
 
 def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path, observed=None,
@@ -350,13 +352,14 @@ def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path, obs
             n_samples: int | None = DEFAULT_N_SAMPLES, device: str | None = None,
             wirings: list[str] | None = None, batch_size: int = 8,
             engines: list[str] | None = None, topk: int | None = None,
-            num_draft_tokens: int | None = None, launch=None) -> dict[str, Any]:
+            num_draft_tokens: int | None = None, launch=None,
+            temperature: float = 0.0) -> dict[str, Any]:
     """Every named wiring (or the given ones) simulated on the prompts and ranked against what
     the engine reported (a number, a log, metrics text, SGLang JSON, or None), with the
     drafting settings the engine ran where its launch command or log states them."""
     obs = parse_observed(observed) if observed is not None else None
     drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch), obs,
-                                _architecture(target), engines)
+                                _architecture(target), engines, temperature)
     draft, tgt, presets = load_for_run(checkpoint, target,
                                        engines_with(engines, *(wirings or [])), device)
     unknown = [w for w in wirings or [] if w not in presets]
