@@ -260,3 +260,25 @@ DRAFT_ROPE = {
             "(not rope_interleave, default True); llama_eagle3.py LlamaModel.__init__ "
             "(mrope_section of the draft's config) [0.5.7-0.5.23]",
 }
+
+# How SGLang drafts and verifies a tree (--speculative-eagle-topk > 1), applied by
+# eagle3_nb/tree.py; the same rule in every release read. The draft KV layout keeps a beam's
+# attention on the beams that ran in its slot before, not on its ancestors; sampling verifies
+# target-only (no draft probabilities).
+TREE_DRAFTING = {
+    "selection": "topk beams by parent score x child probability; the num_draft_tokens - 1 "
+                 "best-scored candidates of all levels, in candidate order",
+    "draft_kv": "per beam slot (slot j at step i sees the prefix and slot j's earlier beams)",
+    "verify": "greedy: from the root, the first child in candidate order equal to the target's "
+              "token; sampling: target-only rejection (one coin per node over the children's "
+              "running target mass, the bonus from the target with the rejected tokens removed)",
+    "cite": "sglang python/sglang/srt/speculative/eagle_worker_v2.py EagleWorkerV2.draft_forward, "
+            "spec_utils.py select_top_k_tokens, eagle_utils.py organize_draft_results and "
+            "build_tree_kernel_efficient; kernels/ops/speculative/spec_tree.py "
+            "verify_tree_greedy_kernel_triton; kernels/ops/speculative/cache_locs.py "
+            "generate_draft_decode_kv_indices (slot topk_id reads seq_len + topk_id * num_steps "
+            "+ [0, iter)); kernels/jit/include/sgl_kernel/speculative/sampling.cuh "
+            "TreeSpeculativeSamplingTargetOnly [0.5.23; the selection and the slot-indexed KV also "
+            "read in 0.4.4.post2 (eagle_utils.py, slot layout seq_len + iter * topk + topk_id), "
+            "0.4.10, 0.5.4, 0.5.7, 0.5.9 and 0.5.16]",
+}
