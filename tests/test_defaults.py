@@ -4,6 +4,8 @@ entry point takes its simulation defaults from eagle3_nb/defaults.py."""
 import ast
 import inspect
 
+import pytest
+
 from eagle3_nb import defaults
 from eagle3_nb.cli import build_parser
 from eagle3_nb.io.resources import notebooks_dir
@@ -44,3 +46,24 @@ def test_the_python_api_and_the_demo_use_the_kits_defaults():
         defaults.DEFAULT_N_SAMPLES
     # the demo passes no parameter of its own: the notebooks' defaults above are its figures
     assert "extra=" not in inspect.getsource(report_run.run_demo)
+
+
+@pytest.mark.slow
+def test_cli_and_the_report_check_give_the_same_figure_on_the_same_inputs(run_cli):
+    """The CLI's accept and notebook 04's check (which the report and the demo run) on the same
+    draft, target and defaults: the same accept length and standard error, the same settings."""
+    import json
+
+    from conftest import DRAFTS, SAMPLES
+    from eagle3_nb.checks.acceptance import check_acceptance
+
+    draft, target = DRAFTS / "layers0-flat", SAMPLES / "target"
+    rc, out, err = run_cli("accept", draft, "--target", target, "--device", "cpu", "--json")
+    assert rc == 0, err
+    cli = json.loads(out)
+    check = check_acceptance(draft, target, SAMPLES / "prompts.jsonl", what_if=False,
+                             device="cpu").summary()
+    assert check["headline"]["mean_accept_length"] == cli["mean_accept_length"]
+    assert check["headline"]["mean_accept_length_se"] == cli["mean_accept_length_se"]
+    assert check["drafting"] == cli["drafting"] and cli["n_samples"] == defaults.DEFAULT_N_SAMPLES
+    assert "16 prompts, 48 new tokens each, greedy verification" in check["settings"]
