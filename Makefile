@@ -48,9 +48,10 @@ lab: $(STAMP)
 samples: $(STAMP)
 	$(PY) -m eagle3_nb.samples
 
-# Trains the tokenizer, the tiny target and the draft (about 30 minutes on 2 cores, as the
-# recorded training times say), then rebuilds every sample draft from the trained weights.
-# Never part of `make test`.
+# Trains the tokenizer, the tiny target and the draft (about 36 minutes on 2 busy cores: target
+# 23 on two threads, draft 11 on one, as the recorded training times say), rebuilds every sample
+# draft from the trained weights, and records in data_samples/train/draft_training.json how far
+# `trained` stands from the wrong wirings (tools/separation.py, 1 minute). Never part of `make test`.
 train-samples: $(STAMP)
 	$(PY) -m eagle3_nb.samples --train
 

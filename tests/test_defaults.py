@@ -66,4 +66,4 @@ def test_cli_and_the_report_check_give_the_same_figure_on_the_same_inputs(run_cl
     assert check["headline"]["mean_accept_length"] == cli["mean_accept_length"]
     assert check["headline"]["mean_accept_length_se"] == cli["mean_accept_length_se"]
     assert check["drafting"] == cli["drafting"] and cli["n_samples"] == defaults.DEFAULT_N_SAMPLES
-    assert "16 prompts, 48 new tokens each, greedy verification" in check["settings"]
+    assert "64 prompts, 48 new tokens each, greedy verification" in check["settings"]

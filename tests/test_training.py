@@ -97,11 +97,13 @@ def test_prompts_come_from_held_out_files_only(tokenizer, tmp_path):
     assert len({p["prompt"] for p in prompts}) == len(prompts)
 
 
-def test_samples_train_flag_trains_target_then_draft_then_builds(monkeypatch, tmp_path):
+def test_train_flag_trains_target_then_draft_then_builds_then_measures(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setattr(samples, "train_samples", lambda out, steps=None: calls.append(out) or {})
     monkeypatch.setattr(samples, "train_sample_draft", lambda out: calls.append(("draft", out)))
     monkeypatch.setattr(samples, "build_samples",
                         lambda out, trained_dir=None: calls.append(("build", out, trained_dir)))
+    monkeypatch.setattr(samples, "record_separation", lambda out: calls.append(("separation", out)))
     samples.main(["--train", "--out", str(tmp_path)])
-    assert calls == [tmp_path, ("draft", tmp_path), ("build", tmp_path, tmp_path)]
+    assert calls == [tmp_path, ("draft", tmp_path), ("build", tmp_path, tmp_path),
+                     ("separation", tmp_path)]
