@@ -69,3 +69,27 @@ def test_a_long_one_line_command_is_read_as_a_command_not_a_file_name():
                        "draft_tensor_parallel_size": 1, "comment": "x" * 300})
     got = read_launch(f"vllm serve target --speculative-config '{spec}'")
     assert got.engine == "vllm" and got.num_steps == 3
+
+
+def test_tensor_parallel_sizes_the_draft_cannot_be_sharded_by():
+    """The bundled draft has 4 heads, 2 kv heads, intermediate 128: TP 8 breaks its heads
+    (both engines assert); vLLM's draft_tensor_parallel_size 1 is the way out."""
+    from eagle3_nb.config import parse_config
+    from eagle3_nb.engines import resolve_engines
+    from eagle3_nb.engines.launch import launch_findings
+
+    cfg = parse_config(json.loads((DRAFTS / "good" / "config.json").read_text()))
+    sglang = SGLANG.format(algo="EAGLE3")
+    vllm_spec = ('vllm serve /models/target --tensor-parallel-size 8 --speculative-config '
+                 "'{\"method\": \"eagle3\", \"model\": \"/models/draft\", "
+                 "\"num_speculative_tokens\": 3%s}'")
+
+    def tp_findings(command, engine):
+        return [f for f in launch_findings(read_launch(command), cfg, resolve_engines([engine]))
+                if "sharded" in f.message]
+    broken = tp_findings(sglang + " --tp-size 8", "sglang==0.5.23")
+    assert len(broken) == 1 and "num_attention_heads 4" in broken[0].message
+    assert "num_key_value_heads" not in broken[0].message        # 8 % 2 == 0 is allowed
+    assert not tp_findings(sglang + " --tp-size 2", "sglang==0.5.23")
+    assert tp_findings(vllm_spec % "", "vllm==0.33")
+    assert not tp_findings(vllm_spec % ', "draft_tensor_parallel_size": 1', "vllm==0.33")

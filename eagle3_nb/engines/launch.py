@@ -165,7 +165,56 @@ def _checks(launch: LaunchSettings, cfg: DraftConfig | None, p: EngineProfile) -
         out.append(("LAUNCH_SETTING", WARNING, f"--attention-backend {backend} is an MLA "
                     f"backend, and the draft worker inherits it without "
                     f"{p.draft_attention_flag}: this draft's attention is not MLA", ev))
+    if cfg is not None and not cfg.mla:
+        out += _tensor_parallel_checks(launch, cfg, ev)
     if p.graphs_use_default_ids and not launch.cuda_graphs:
         out.append(("LAUNCH_SETTING", INFO, "CUDA graphs are off, so this release's graph "
                     "replay of the default aux layers does not apply", ev))
     return out
+
+
+# The draft's decoder layer is sharded like any Llama layer of the engine, over the draft's
+# tensor-parallel size: the target's unless vLLM's draft_tensor_parallel_size says 1.
+TENSOR_PARALLEL_CITE = (
+    "sglang python/sglang/srt/models/llama.py LlamaAttention.__init__ (heads % tp, kv heads % tp "
+    "or tp % kv heads) and srt/layers/linear.py MergedColumnParallelLinear (intermediate_size % "
+    "tp), read in 0.5.23 (the draft in the target's TP group unless DP attention or the draft "
+    "layouts of srt/configs/draft_parallel.py change it, which the kit does not model); vllm "
+    "vllm/config/speculative.py SpeculativeConfig._verify_and_get_draft_tp (draft TP: the "
+    "target's, or 1), vllm/config/model.py verify_with_parallel_config (heads % tp), "
+    "model_executor/models/llama.py LlamaAttention.__init__ and model_executor/layers/linear.py "
+    "MergedColumnParallelLinear, read in 0.33.0")
+
+
+def _draft_tensor_parallel(launch: LaunchSettings) -> int | None:
+    if launch.engine == "vllm":
+        spec = launch.flags.get("--speculative-config")
+        try:
+            draft_tp = json.loads(spec).get("draft_tensor_parallel_size") if spec else None
+        except (ValueError, AttributeError):
+            draft_tp = None
+        if _int(draft_tp):
+            return _int(draft_tp)
+    return launch.tensor_parallel
+
+
+def _tensor_parallel_checks(launch: LaunchSettings, cfg: DraftConfig, ev: dict) -> list[tuple]:
+    """Startup assertions the draft's own sizes fail at this tensor-parallel size."""
+    tp = _draft_tensor_parallel(launch)
+    if not tp or tp <= 1:
+        return []
+    heads, kv, inter = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size
+    broken = [f"num_attention_heads {heads}" if heads % tp else "",
+              f"num_key_value_heads {kv}" if (kv % tp if kv >= tp else tp % kv) else "",
+              f"intermediate_size {inter}" if inter % tp else ""]
+    broken = [b for b in broken if b]
+    if not broken:
+        return []
+    fix = ('add "draft_tensor_parallel_size": 1 to --speculative-config'
+           if launch.engine == "vllm" else "serve at a tensor-parallel size that divides them")
+    return [("LAUNCH_SETTING", ERROR,
+             f"the draft is sharded {tp} ways, and {', '.join(broken)} "
+             f"{'is' if len(broken) == 1 else 'are'} not divisible by {tp}: the engine fails at "
+             f"startup (an assertion in its Llama layer); {fix}, or train the draft with sizes "
+             f"{tp} divides", {**ev, "draft_tensor_parallel": tp, "cite": TENSOR_PARALLEL_CITE})]
+
