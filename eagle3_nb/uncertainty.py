@@ -59,10 +59,12 @@ def paired_difference(a: tuple[Sequence[float], Sequence[float]],
 
 
 def verdict(diff: float | None, se: float | None, z: float = DISTINGUISHABLE_SE) -> str | None:
-    """"higher", "lower" or "indistinguishable" (within z standard errors, or no error known
-    and no difference at all)."""
+    """"higher", "lower", "indistinguishable" (within z standard errors) or "same" (no
+    difference on any prompt: the two compute the same tokens)."""
     if diff is None:
         return None
+    if diff == 0 and se == 0:
+        return "same"
     if se is None or se == 0:
         return "indistinguishable" if diff == 0 else ("higher" if diff > 0 else "lower")
     if abs(diff) <= z * se:

@@ -60,7 +60,8 @@ class WhatIfRow:
 
 def compare_with(row: WhatIfRow, base: WhatIfRow) -> dict[str, Any] | None:
     """row's mean accept length minus base's, paired by prompt, with its standard error and
-    "higher" / "lower" / "indistinguishable" (within 2 standard errors)."""
+    "higher" / "lower" / "indistinguishable" (within 2 standard errors), or "same" where every
+    prompt gives the same figure (the same switches, or switches that compute the same)."""
     if not (row.result and base.result):
         return None
     diff, se = paired_difference(row.result.per_prompt(), base.result.per_prompt())
@@ -146,7 +147,7 @@ def _rank_without_observation(rows: list[WhatIfRow]):
 
     def key(row: WhatIfRow):
         tied = (trained is not None and row.vs_trained is not None
-                and row.vs_trained["verdict"] == "indistinguishable")
+                and row.vs_trained["verdict"] in ("indistinguishable", "same"))
         level = trained.mean_accept_length if tied else row.mean_accept_length
         return (-level, row is not trained, -row.mean_accept_length)
     return key
@@ -176,8 +177,10 @@ def explain(rows: list[WhatIfRow], observed=None) -> str:
     if target is None:
         best = next((r for r in rows if r.result), None)
         tied = indistinguishable_from_trained(rows)
+        same = [r.wiring.name for r in rows if r.vs_trained and r.vs_trained["verdict"] == "same"]
         tied_txt = (f"; within 2 standard errors of it (indistinguishable here): {', '.join(tied)}"
                     if tied else "")
+        tied_txt += f"; computing exactly what was trained: {', '.join(same)}" if same else ""
         return (f"no engine figure given; {trained_txt}{tied_txt}. Pass the engine's log line, "
                 "metrics or number as observed to rank the hypotheses." if best else trained_txt)
     consistent = [r.wiring.name for r in rows if r.consistent]

@@ -514,6 +514,7 @@ def test_demo_runs_the_report_on_layers0_flat(monkeypatch, tmp_path, capsys):
     opts = seen["opts"]
     assert opts.checkpoint == DRAFTS / "layers0-flat" and opts.target == SAMPLES / "target"
     assert opts.overwrite and opts.fail_on == "never"
+    assert "sglang==0.5.9" in opts.engines    # the release that drops its keys: the story
     out = capsys.readouterr().out
     assert f"report:  {tmp_path / 'demo' / 'index.html'}" in out and "verdict: ERROR" in out
 

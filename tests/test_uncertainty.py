@@ -43,4 +43,5 @@ def test_verdicts():
     assert verdict(0.05, 0.03) == "indistinguishable"
     assert verdict(-0.2, 0.05) == "lower" and verdict(0.2, 0.05) == "higher"
     assert verdict(None, None) is None and verdict(0.0, None) == "indistinguishable"
+    assert verdict(0.0, 0.0) == "same"
     assert ratio_se([1.0], [2.0]) is None          # one prompt: no error to speak of

@@ -785,6 +785,11 @@ def build_summary(opts: ReportOptions, steps: list[Step], hashes: dict[str, Any]
 
 # ----------------------------------------------------------------------------- demo
 
+# The release whose loader drops layers0-flat's `layers.0.*` keys silently (the story the demo
+# tells), beside each engine's newest, which serve it.
+DEMO_ENGINES = ("sglang==0.5.9", "sglang==0.5.23", "vllm==0.33")
+
+
 def run_demo(out: Path = Path("reports/demo"), progress: Callable[[str], None] | None = None,
              kernel_name: str | None = None) -> dict[str, Any]:
     """The full report on the bundled layers0-flat draft (its keys SGLang 0.5.9 drops silently)
@@ -795,7 +800,7 @@ def run_demo(out: Path = Path("reports/demo"), progress: Callable[[str], None] |
         raise Eagle3NbError("bundled samples not found", str(samples),
                             "run `make samples` (python -m eagle3_nb.samples)")
     opts = ReportOptions(checkpoint=draft, out=Path(out), target=samples / "target",
-                         overwrite=True, fail_on="never",
+                         engines=list(DEMO_ENGINES), overwrite=True, fail_on="never",
                          command=["eagle3-nb", "demo", "--out", str(out)])
     return run_report(opts, progress, kernel_name)
 

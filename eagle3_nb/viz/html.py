@@ -163,6 +163,8 @@ def versus_html(vs: dict | None, digits: int = 2) -> str:
     text = f"{vs['difference']:+.{digits}f}"
     if vs.get("se") is not None:
         text += f" ± {vs['se']:.{digits}f}"
+    if vs.get("verdict") == "same":
+        return muted("same as trained")
     if vs.get("verdict") == "indistinguishable":
         return muted(esc(f"indistinguishable ({text})"))
     return esc(f"{vs.get('verdict')} ({text})")
