@@ -1,5 +1,6 @@
-"""Speculative decoding with greedy verification, simulated on a real target: a chain here,
-a tree (SGLang's --speculative-eagle-topk > 1) in tree.py, with the same batching and caches.
+"""Speculative decoding simulated on a real target: a chain, or SGLang's tree
+(--speculative-eagle-topk > 1, its rules in tree.py), with the same batching and caches,
+verified greedily or, at a temperature, by target-only rejection sampling.
 
 Per verify step (as SGLang/vLLM do with topk 1): the draft extends over the committed tokens with
 the target's features, drafts k tokens autoregressively (its own H-wide state fed back, each token

@@ -56,13 +56,12 @@ class AcceptanceCheck:
                 "teacher_forced": self.teacher_forced or None,
                 "findings": [f.to_json() for f in self.findings]}
 
-
     def settings_line(self) -> str:
         """What every figure of this check was measured on."""
-        drafting = self.drafting.label() if self.drafting else f"{self.num_steps} steps"
+        drafting = self.drafting or Drafting(self.num_steps, source="parameters")
         sample = f"{self.n_samples} prompts" if self.n_samples else "every prompt"
-        return (f"{drafting} ({self.drafting.source if self.drafting else 'parameters'}), "
-                f"{sample}, {self.max_new_tokens} new tokens each, greedy verification")
+        return (f"{drafting.label()} ({drafting.source}), {sample}, {self.max_new_tokens} new "
+                f"tokens each, {drafting.to_json()['verification']} verification")
 
 
 def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
