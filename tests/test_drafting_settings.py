@@ -71,3 +71,13 @@ def test_parameters_that_contradict_the_engine_are_refused():
     with pytest.raises(Eagle3NbError, match="states a chain of 3"):
         resolve_drafting(num_steps=4, observed=observed)
     assert shape(resolve_drafting(num_steps=3, observed=observed)) == (3, 1, 4)
+
+
+def test_the_running_servers_own_arguments_come_first():
+    from eagle3_nb.observed.metrics import ObservedMetrics
+    observed = ObservedMetrics("sglang", "observe.json", mean_accept_length=3.1,
+                               draft_tokens_per_step=7,
+                               details={"settings": {"num_steps": 5, "topk": 4,
+                                                     "num_draft_tokens": 8}})
+    d = resolve_drafting(observed=observed, architecture=QWEN)
+    assert shape(d) == (5, 4, 8) and "the server's own arguments" in d.source
