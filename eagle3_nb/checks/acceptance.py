@@ -160,14 +160,14 @@ def resolve_drafting(num_steps: int | None = None, topk: int | None = None,
                      num_draft_tokens: int | None = None, launch=None, observed=None,
                      architecture: str | None = None, engines: list[str] | None = None,
                      temperature: float = 0.0) -> Drafting:
-    """The drafting settings a simulation copies, from the first source that states them:
-    the parameters, the launch command (SGLang --speculative-num-steps / -eagle-topk /
-    -num-draft-tokens, vLLM num_speculative_tokens), the engine's own default for this target
-    (`architecture`, the target's architectures[0]) where the launch command or the observed
-    figure names the engine but not the settings (engines/drafting.py, read per release), the
-    draft positions the engine's log reports, else the kit's defaults. Parameters that
-    contradict what the engine says it ran are refused: a simulation of other settings does
-    not explain its figure."""
+    """The drafting settings a simulation copies, from the first source that states them: the
+    parameters, the running server's own arguments (an `observe` JSON), the launch command
+    (SGLang --speculative-num-steps / -eagle-topk / -num-draft-tokens, vLLM
+    num_speculative_tokens), the engine's own default for this target (`architecture`, the
+    target's architectures[0]) where the launch command or the observed figure names the engine
+    but not the settings (engines/drafting.py, read per release), the draft positions the
+    engine's log reports, else the kit's defaults. Parameters that contradict what the engine
+    says it ran are refused: a simulation of other settings does not explain its figure."""
     stated = _stated_by_engine(launch, observed,
                                _engine_default(launch, observed, architecture, engines))
     if any(v not in (None, 0) for v in (num_steps, topk, num_draft_tokens)):
@@ -194,6 +194,11 @@ def _shape(d: Drafting) -> tuple[int, int, int | None]:
 
 
 def _stated_by_engine(launch, observed, default: Drafting | None) -> Drafting | None:
+    server = (getattr(observed, "details", None) or {}).get("settings") or {}
+    if server.get("num_steps"):          # the running server's own arguments (eagle3-nb observe)
+        return Drafting(int(server["num_steps"]), int(server.get("topk") or 1),
+                        server.get("num_draft_tokens"),
+                        f"the server's own arguments ({observed.source})")
     if launch is not None and (launch.num_steps or launch.topk or launch.num_draft_tokens):
         topk = launch.topk or 1
         steps = launch.num_steps or (launch.num_draft_tokens - 1 if launch.num_draft_tokens
