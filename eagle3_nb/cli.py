@@ -189,6 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     obs.add_argument("--json", action="store_true", help="print the figures as JSON")
     obs.set_defaults(func=cmd_observe)
 
+    nbs = sub.add_parser("notebooks", help="copy the five notebooks into a new directory, to open "
+                         "in Jupyter (their default paths still name the bundled samples)")
+    nbs.add_argument("dir", help="a directory that does not exist yet")
+    nbs.set_defaults(func=cmd_notebooks)
+
     eng = sub.add_parser("engines", help="list the engine profiles and the versions they cover")
     eng.set_defaults(func=cmd_engines)
 
@@ -419,6 +424,34 @@ def cmd_demo(args) -> int:
     summary = run_demo(Path(args.out))
     _print_report(summary)
     return EXIT_FINDINGS if summary["verdict"]["failed"] else EXIT_OK
+
+
+def cmd_notebooks(args) -> int:
+    """The packaged notebooks into DIR, which must not exist yet: staged beside it, then renamed
+    (never a half-written DIR, never a file of someone else's overwritten)."""
+    import shutil
+
+    from eagle3_nb.io.files import OWNER_NAME, rename_noreplace, staging_dir
+    from eagle3_nb.io.resources import notebooks_dir
+
+    dest = Path(args.dir).absolute()
+    if os.path.lexists(dest):
+        raise Eagle3NbError("the destination exists", str(dest), "name a new directory")
+    if not dest.parent.is_dir():
+        raise Eagle3NbError("its parent directory does not exist", str(dest.parent),
+                            "create it first, or name a directory inside an existing one")
+    tmp = staging_dir(dest, "notebooks")
+    try:
+        for notebook in sorted(notebooks_dir().glob("[0-9][0-9]_*.ipynb")):
+            shutil.copyfile(notebook, tmp / notebook.name)
+        (tmp / OWNER_NAME).unlink(missing_ok=True)
+        rename_noreplace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    print(f"notebooks: {dest}  (jupyter lab {dest}; the kernel is eagle3-nb where `make setup` "
+          "registered it, else this Python)")
+    return EXIT_OK
 
 
 def cmd_observe(args) -> int:
