@@ -137,7 +137,9 @@ def _sglang_flags(data: dict[str, Any], profiles: list[dict]) -> list[dict[str, 
                          "ModelConfig._derive_context_length; docs/sglang-serving.md §4.5"))
     if "REMOTE_CODE" in codes:
         rows.append(_row("SGLang", "no --trust-remote-code",
-                         "the checkpoint ships code; SGLang would import it", "docs/domain.md SGLang"))
+                         "the checkpoint ships code; SGLang would import it",
+                         SGLANG_SRC + "utils/hf_transformers/config.py get_config (passes "
+                         "trust_remote_code to transformers' AutoConfig); docs/domain.md SGLang"))
     return rows
 
 
@@ -167,5 +169,7 @@ def _vllm_flags(data: dict[str, Any], profiles: list[dict]) -> list[dict[str, st
         rows.append(_row("vLLM", "--model TARGET with --speculative-config",
                          "a speculators config names its verifier; in 0.33 a local verifier path "
                          "raises, so pass the target and the speculative config explicitly",
+                         VLLM_SRC + "transformers_utils/config.py maybe_override_with_speculators "
+                         "(\"Speculators verifier must name a remote model repository\"); "
                          "docs/speculators-and-vllm.md §4"))
     return rows
