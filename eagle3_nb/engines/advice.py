@@ -139,7 +139,7 @@ def _sglang_flags(data: dict[str, Any], profiles: list[dict]) -> list[dict[str, 
         rows.append(_row("SGLang", "no --trust-remote-code",
                          "the checkpoint ships code; SGLang would import it",
                          SGLANG_SRC + "utils/hf_transformers/config.py get_config (passes "
-                         "trust_remote_code to transformers' AutoConfig); docs/domain.md SGLang"))
+                         "trust_remote_code to its config parser); docs/domain.md SGLang"))
     return rows
 
 
