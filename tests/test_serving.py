@@ -430,8 +430,10 @@ def test_sglang_server_args_give_settings_and_launch_findings(serve, tmp_path):
     assert args["attention_backend"] == "trtllm_mla" and args["cuda_graphs"] is True
     assert obs.details["settings"] == {"num_steps": 3, "topk": 1, "num_draft_tokens": 4}
     found = obs.details["launch_findings"]
-    assert [f["code"] for f in found] == ["LAUNCH_SETTING"]
+    assert [f["code"] for f in found] == ["LAUNCH_SETTING", "LAUNCH_SETTING"]
     assert "trtllm_mla" in found[0]["message"] and found[0]["engine"] == "sglang==0.5.23"
+    # the bundled draft's 4 heads cannot be sharded over the server's TP 8
+    assert "sharded 8 ways" in found[1]["message"] and found[1]["severity"] == "error"
     assert any("MLA backend" in n for n in obs.notes)
     json.loads(obs.to_json())   # --out stays readable
 
