@@ -47,8 +47,8 @@ class DraftTree:
     candidates in candidate order, so a parent always comes before its children."""
     tokens: torch.Tensor                 # [B, N - 1] target ids of nodes 1..N-1
     scores: torch.Tensor                 # [B, N - 1] their cumulative draft probabilities
-    parents: list[list[int | None]]      # per row, per node: parent node (-1: the root's none;
-    depths: list[list[int]]              # None: unreachable); per node, its depth (root 0)
+    parents: list[list[int | None]]      # per row, per node: its parent (root -1, unreachable None)
+    depths: list[list[int]]              # per row, per node: its depth (root 0)
 
     def children(self, row: int, node: int) -> list[int]:
         """The reachable children of a node, in candidate order (the order verify tries them)."""
