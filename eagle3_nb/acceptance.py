@@ -27,6 +27,7 @@ from eagle3_nb.model import DraftCache, Wiring, as_engine_leaves, ttt_logits
 from eagle3_nb.tree import (DraftTree, accepted_path, draft_tree, sampled_path, shown_path,
                             target_probs, verify_mask)
 from eagle3_nb.defaults import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_NUM_STEPS
+from eagle3_nb.engines.registry import figure_names
 from eagle3_nb.uncertainty import ratio_se
 
 
@@ -170,17 +171,18 @@ class AcceptanceResult:
             "wiring": self.wiring, "num_steps": k, "drafting": self.drafting.to_json(),
             "n_samples": len(self.samples),
             "n_verify_steps": n, "n_tokens": sum(len(r.generated) for r in self.samples),
-            # SGLang: tokens per verify step, bonus included; vLLM: 1 + accepted / drafts.
-            # Identical per step here; engines differ only in what they average over.
+            # tokens per verify step, bonus included, and 1 + accepted / drafts: identical per
+            # step here; engines differ only in what they average over
             "mean_accept_length": (sum(accepted) + n) / n if n else None,
             "mean_accept_length_se": ratio_se(lengths, counts),
-            "vllm_mean_acceptance_length": 1 + sum(accepted) / n if n else None,
+            "mean_acceptance_length": 1 + sum(accepted) / n if n else None,
             "per_position_acceptance": [p / n if n else None for p in passed],
             "per_position_acceptance_se": [ratio_se(self.per_prompt_passed(i), counts)
                                            for i in range(k)],
             "conditional_acceptance": [p / r if r else None for p, r in zip(passed, reached)],
             "accept_length_histogram": {str(i + 1): accepted.count(i) for i in range(k + 1)},
             "standard_errors": "by prompt (delta method for a ratio of sums over prompts)",
+            "engine_figure_names": figure_names(),
         }
 
     def to_json(self, with_steps: bool = False) -> dict[str, Any]:

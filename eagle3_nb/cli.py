@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from eagle3_nb.defaults import DEFAULT_MAX_NEW_TOKENS, DEFAULT_N_SAMPLES, DEFAULT_NUM_STEPS
+from eagle3_nb.engines.registry import engines, setting_names
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.io.files import json_text
 from eagle3_nb.io.resources import samples_dir
@@ -54,8 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the target model's config.json (resolves layer ids, context length)")
     ins.add_argument("--no-stats", action="store_true", help="headers only: skip tensor statistics")
     ins.add_argument("--launch", metavar="COMMAND_OR_FILE",
-                     help="the serving command (sglang.launch_server / vllm serve), or a file "
-                          "holding it: its speculative settings are checked against the draft")
+                     help="the serving command as you run it, or a file holding it: its "
+                          "speculative settings are checked against the draft")
     ins.add_argument("--stats-budget", type=_size, default="1G", metavar="BYTES",
                      help="bytes of tensor data the statistics scan may read (default 1G)")
     ins.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -91,13 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--prompts", metavar="FILE", help="JSON Lines: prompt or input_ids "
                      "(default: data_samples/prompts.jsonl)")
     acc.add_argument("--num-steps", type=_positive, default=None, metavar="K",
-                     help="draft depth (SGLang --speculative-num-steps, vLLM "
-                          "num_speculative_tokens); default: as --launch or the engine's log "
-                          f"states, else {DEFAULT_NUM_STEPS}")
+                     help=f"draft depth ({setting_names('num_steps')}); default: as --launch or "
+                          f"the engine's log states, else {DEFAULT_NUM_STEPS}")
     acc.add_argument("--topk", type=_positive, default=None, metavar="K",
-                     help="SGLang --speculative-eagle-topk: above 1 drafts a tree as SGLang does")
+                     help=f"{setting_names('topk')}: above 1 drafts a tree as the engine does")
     acc.add_argument("--num-draft-tokens", type=_positive, default=None, metavar="N",
-                     help="SGLang --speculative-num-draft-tokens: the tree's size, root included")
+                     help=f"{setting_names('num_draft_tokens')}: the tree's size, root included")
     acc.add_argument("--launch", metavar="COMMAND_OR_FILE",
                      help="the serving command: its drafting settings are simulated")
     acc.add_argument("--temperature", type=float, default=0.0, metavar="T",
@@ -117,8 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--what-if", action="store_true",
                      help="simulate every wiring and rank them against --observed")
     acc.add_argument("--observed", metavar="FILE_OR_NUMBER",
-                     help="what the engine reported: an accept length, an SGLang/vLLM log, "
-                          "Prometheus text or SGLang JSON (implies --what-if)")
+                     help="what the engine reported: an accept length, its log, Prometheus text "
+                          "or JSON (implies --what-if)")
     acc.add_argument("--stop-at-eos", action="store_true",
                      help="end a prompt at the target's EOS (off: runs stay comparable)")
     acc.add_argument("--device", choices=["cpu", "cuda"])
@@ -138,8 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--observed", metavar="FILE_OR_NUMBER",
                      help="what the engine reported: an accept length, or its log/metrics file")
     rep.add_argument("--launch", metavar="COMMAND_OR_FILE",
-                     help="the serving command (sglang.launch_server / vllm serve), or a file "
-                          "holding it: its settings are checked against the draft (notebook 00)")
+                     help="the serving command as you run it, or a file holding it: its settings "
+                          "are checked against the draft (notebook 00)")
     rep.add_argument("--device", choices=["cpu", "cuda"])
     rep.add_argument("--out", metavar="DIR", help="output directory (default reports/<checkpoint "
                      "dir name>); must not exist or be empty")
@@ -156,10 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--num-steps", type=int, metavar="K", help="draft depth to simulate "
                      "(default: as --launch or --observed states, else the kit's chain of "
                      f"{DEFAULT_NUM_STEPS})")
-    rep.add_argument("--topk", type=int, metavar="K", help="SGLang --speculative-eagle-topk: "
-                     "above 1, notebook 04 drafts a tree as SGLang does")
+    rep.add_argument("--topk", type=int, metavar="K", help=f"{setting_names('topk')}: above 1, "
+                     "notebook 04 drafts a tree as the engine does")
     rep.add_argument("--num-draft-tokens", type=int, metavar="N",
-                     help="SGLang --speculative-num-draft-tokens (the tree's size)")
+                     help=f"{setting_names('num_draft_tokens')} (the tree's size)")
     rep.add_argument("--wiring", help="wiring to simulate (eagle3-nb accept --list-wirings)")
     rep.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
                      metavar=("NAME", "VALUE"), help="any other notebook parameter (repeatable)")
@@ -172,17 +172,17 @@ def build_parser() -> argparse.ArgumentParser:
                            "replaced)")
     demo.set_defaults(func=cmd_demo)
 
-    obs = sub.add_parser("observe", help="measure a running SGLang or vLLM server: send prompts, "
-                         "read back its speculative-decoding figures")
-    obs.add_argument("engine", choices=("sglang", "vllm"), help="the engine serving at URL")
+    observed = [n for n, e in engines().items() if e.observe]
+    obs = sub.add_parser("observe", help="measure a running engine server: send prompts, read "
+                         "back its speculative-decoding figures")
+    obs.add_argument("engine", choices=observed, help="the engine serving at URL")
     obs.add_argument("url", help="the server's base URL, e.g. http://127.0.0.1:30000")
     obs.add_argument("--prompts", default=None,
                      help="JSON Lines with prompt or input_ids (default: the bundled prompts)")
     obs.add_argument("--n-samples", type=_positive, default=8, help="prompts to send (default 8)")
     obs.add_argument("--max-new-tokens", type=_positive, default=64)
-    obs.add_argument("--version", default=None,
-                     help="the SGLang release (its meta_info field names); detected if absent")
-    obs.add_argument("--model", default=None, help="vLLM: the served model (default: the only one)")
+    for option, (engine, text) in _observe_options().items():
+        obs.add_argument(f"--{option}", default=None, help=f"{engine}: {text}")
     obs.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     obs.add_argument("--out", default=None,
                      help="also write the figures as JSON, for --observed of accept and report")
@@ -209,10 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
     prb = sub.add_parser("probe", help="run the INSTALLED engine's own draft loader on DRAFT and "
                          "compare it with the engine's profile (needs the engine: make engine-env)")
     prb.add_argument("draft", help="draft checkpoint directory")
-    prb.add_argument("--engine", required=True, choices=("sglang", "vllm"),
+    prb.add_argument("--engine", required=True, choices=[n for n, e in engines().items() if e.probe],
                      help="the engine to import (whatever release this Python has)")
     prb.add_argument("--target-config", default=None,
-                     help="target config.json or directory (vLLM builds the draft against it)")
+                     help="target config.json or directory (an engine may build the draft "
+                          "against it)")
     prb.add_argument("--json", action="store_true", help="print the result as JSON")
     prb.set_defaults(func=cmd_probe)
     return parser
@@ -459,7 +460,7 @@ def cmd_observe(args) -> int:
     from eagle3_nb.observed.client import measure_server, read_prompt_file
 
     prompts = read_prompt_file(args.prompts or samples_dir() / "prompts.jsonl", args.n_samples)
-    extra = ({"version": args.version} if args.engine == "sglang" else {"model": args.model})
+    extra = {o: getattr(args, o) for o in engines()[args.engine].observe.OPTIONS}
     obs = measure_server(args.engine, args.url, prompts, args.max_new_tokens,
                          timeout=args.timeout, **extra)
     if args.out:
@@ -477,10 +478,24 @@ def cmd_observe(args) -> int:
     return EXIT_OK
 
 
+def _observe_options() -> dict[str, tuple[str, str]]:
+    """`observe` option -> (the engines that take it, what it is)."""
+    out: dict[str, tuple[str, str]] = {}
+    for e in engines().values():
+        for option, text in (e.observe.OPTIONS.items() if e.observe else ()):
+            who = f"{out[option][0]}, {e.title}" if option in out else e.title
+            out[option] = (who, text)
+    return out
+
+
 def cmd_engines(args) -> int:
     from eagle3_nb.engines import PROFILES, range_changes, releases_in
     from eagle3_nb.engines.bugs import bugs_in
 
+    for e in engines().values():
+        newer = "" if e.read[0] == e.newest else f" (newest published: {e.newest})"
+        print(f"{e.title}: code read up to {e.read[0]} on {e.read[1]}{newer}; facts and "
+              f"citations in eagle3_nb/engines/{e.name}/")
     for p in PROFILES:
         changed = range_changes(p)
         what = ("changes: " + ", ".join(changed)) if changed else "first release with EAGLE-3"
@@ -489,8 +504,7 @@ def cmd_engines(args) -> int:
         bugs = bugs_in(p)
         if bugs:
             print(f"{'':<48}known bugs: {', '.join(b.id for b in bugs)}")
-    print("Each range's fields and citations: eagle3_nb/engines/sglang.py, vllm.py. Any other "
-          "version answers with the nearest range and a warning.")
+    print("A release newer than the code read answers with the nearest range and a warning.")
     return EXIT_OK
 
 

@@ -292,7 +292,8 @@ def _parse_speculators(raw: dict[str, Any], where: str) -> DraftConfig:
     layer = raw.get("transformer_layer_config")
     if not isinstance(layer, dict):
         raise ConfigError("speculators config without a transformer_layer_config object", where,
-                          "re-save the draft with speculators, or write the flat SGLang form")
+                          "re-save the draft with speculators, or write the flat form (eagle3-nb convert "
+                          "--to eagle)")
     spec = raw.get("speculators_config") or {}
     if not isinstance(spec, dict):
         raise ConfigError("speculators_config is not a JSON object", where, "fix or remove it")

@@ -64,3 +64,7 @@ class DumpFormatError(Eagle3NbError):
 class DraftIdOutOfRange(Eagle3NbError):
     """A drafted token maps (through d2t) outside the target vocabulary: engines index their
     embedding with it and stop on a device-side assert (docs/domain.md "d2t")."""
+
+
+class ServingError(Eagle3NbError):
+    """The server could not be reached or answered something the kit cannot use."""

@@ -149,7 +149,8 @@ NEXT_STEPS: dict[str, str] = {
     "LAUNCH_SETTING": "change the serving command as the finding says ({engine})",
     "DRAFT_DIFFERS": "read the side-by-side table: the change named is the first suspect",
     "EMBED_DIFFERS": "copy the target's embed_tokens into a converted copy of the draft, or drop "
-                     "them so the engine shares the target's (vLLM does when the draft has none)",
+                     "them so the engine shares the target's (engines that take the draft's own "
+                     "copy share the target's when the draft has none)",
     "TARGET_QUANTIZED": "compare hidden-state dumps of the quantized and the full-precision target "
                         "on the same prompts (eagle3-nb accept --hidden-states on each)",
     "ENGINE_BUG": "upgrade {engine} to the release the finding names as fixed, or work around "

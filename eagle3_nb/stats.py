@@ -362,8 +362,8 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
             + ". After training RMSNorm weights drift from 1.0, so these look untouched: never "
             "trained, frozen, or never loaded. Expected only if training froze them; otherwise "
             "check that the exporter saved them from the trained model. (An engine that runs a "
-            "norm the checkpoint never trained, such as SGLang's hidden_norm in layers >= 1, "
-            "is reported by the engine plan, not here.)",
+            "norm the checkpoint never trained, such as a hidden_norm in layers >= 1, is "
+            "reported by the engine plan, not here.)",
             {"tensors": sorted(s.name for s in ones)}))
 
     findings += _fresh_layer_findings(floats, _init_std(ckpt))

@@ -117,7 +117,7 @@ def observed_accept_length(observed) -> float | None:
     if observed is None:
         return None
     value = observed.mean_accept_length
-    return value if value is not None else observed.vllm_mean_acceptance_length
+    return value if value is not None else observed.mean_acceptance_length
 
 
 def rank(rows: list[WhatIfRow], observed=None) -> list[WhatIfRow]:

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from eagle3_nb.config import DraftConfig, TargetInfo
 from eagle3_nb.engines import PROFILES
+from eagle3_nb.engines.facts import CHECKS
 from eagle3_nb.engines.planner import plan_load, trained_aux_indices
 from eagle3_nb.model import Wiring
 
@@ -66,8 +67,7 @@ def wiring_presets(cfg: DraftConfig, shapes: dict, target: TargetInfo | None,
     for p in profiles:
         presets[p.key] = engine_wiring(p, cfg, shapes, target)
     presets["single_layer"] = replace(trained, name="single_layer", hidden_source="final_norm",
-                                      fc_rule="engine", note="the target's final-norm state "
-                                      "alone (SGLang with aux capture off): fc skipped")
+                                      fc_rule="engine", note=CHECKS["single_layer"])
     if trained.layer_ids:
         presets["layers_plus_one"] = replace(
             trained, name="layers_plus_one", layer_ids=tuple(i + 1 for i in trained.layer_ids),

@@ -184,7 +184,7 @@ def test_statistics_conventions(models):
     assert sum(hist.values()) == n
     mean = sum(int(length) * c for length, c in hist.items()) / n
     assert stats["mean_accept_length"] == pytest.approx(mean)
-    assert stats["vllm_mean_acceptance_length"] == pytest.approx(mean)
+    assert stats["mean_acceptance_length"] == pytest.approx(mean)
     alpha = stats["per_position_acceptance"]
     assert all(a >= b for a, b in zip(alpha, alpha[1:]))          # P(accepted > i) decreases
     assert stats["mean_accept_length"] == pytest.approx(1 + sum(alpha))
@@ -206,7 +206,7 @@ def test_accept_cli_json_contract(run_cli):
     assert rc == 0, err
     data = __import__("json").loads(out)
     assert {"wiring", "num_steps", "n_samples", "n_verify_steps", "n_tokens",
-            "mean_accept_length", "vllm_mean_acceptance_length", "per_position_acceptance",
+            "mean_accept_length", "mean_acceptance_length", "per_position_acceptance",
             "accept_length_histogram"} <= set(data)
     assert data["wiring"] == "trained" and data["n_samples"] == 2 and data["num_steps"] == 4
     assert "Loading weights" not in err

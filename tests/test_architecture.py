@@ -5,12 +5,16 @@
 - viz is pure: it imports only findings, errors and viz itself;
 - the header path (inspect: cli, checks.load and what they import at module level) pulls in no
   torch, plotly or transformers;
-- nothing imports samples.
+- nothing imports samples;
+- no engine name or release literal outside engines/ (string constants other than docstrings,
+  identifiers and imported module paths): the generic code asks the registry. samples/ is
+  exempt: it writes the bundled drafts and what each release is recorded to do with them.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 from pathlib import Path
 
@@ -24,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("findings",),
     ("config", "layouts", "uncertainty"),
     ("io",),
+    ("observation",),
     ("engines",),
     ("vocab", "stats"),
     ("model",),
@@ -44,6 +49,8 @@ LAYERS: list[tuple[str, ...]] = [
 VIZ_MAY_IMPORT = ("findings", "errors", "viz")
 HEADER_PATH = ("cli", "checks.load", "checks.vocab", "engines", "io", "config", "layouts")
 HEAVY = ("torch", "plotly", "transformers")
+ENGINE_HOME, LITERAL_EXEMPT = "engines", ("samples",)
+RELEASE = re.compile(r"(?<![\w.])\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?(?![\w.])|==\d")
 FACADE = ""  # the package __init__: a lazy public API that may name any module
 
 
@@ -167,6 +174,77 @@ def violations(root: Path = PACKAGE) -> list[str]:
             elif dep in graph and layer_of(dep) > layer_of(mod):
                 problems.append(f"{mod} imports {dep}, a layer above it")
     problems += heavy_on_header_path(graph)
+    problems += engine_literals(root)
+    return problems
+
+
+def engine_names(root: Path) -> list[str]:
+    """Every engine folder's name (engines/<name>/__init__.py) and the title it registers."""
+    names = []
+    for init in sorted((root / ENGINE_HOME).glob("*/__init__.py")):
+        names.append(init.parent.name)
+        titles = re.findall(r"title=\"([^\"]+)\"", init.read_text(encoding="utf-8"))
+        names += titles
+    return names
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
+                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            out.add(id(body[0].value))
+    return out
+
+
+def _named_texts(node: ast.AST) -> list[str]:
+    """The identifiers and module paths a node names."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        return [node.attr]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.ImportFrom):
+        return [node.module or "", *(a.name for a in node.names)]
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    return []
+
+
+def _is_own_version(node: ast.AST) -> bool:
+    return isinstance(node, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
+
+
+def engine_literals(root: Path) -> list[str]:
+    """Engine names and release literals in the package outside engines/ (and samples/)."""
+    names = engine_names(root)
+    word = re.compile(r"(?i)(?<![a-z])(" + "|".join(map(re.escape, names)) + r")(?![a-z])")
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        mod = module_name(path, root)
+        if _owner(mod, (ENGINE_HOME, *LITERAL_EXEMPT)):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = _docstrings(tree)
+        own = {id(n.value) for n in ast.walk(tree) if _is_own_version(n)}
+        for node in ast.walk(tree):
+            texts = _named_texts(node)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                    id(node) not in docs and id(node) not in own:
+                texts.append(node.value)
+                if RELEASE.search(node.value):
+                    problems.append(f"{mod}:{node.lineno} release literal {node.value[:60]!r}: "
+                                    f"engine facts live in engines/")
+            for text in texts:
+                found = word.search(text.replace("_", " "))
+                if found:
+                    problems.append(f"{mod}:{node.lineno} names engine {found.group(1)!r} in "
+                                    f"{text[:60]!r}: ask the registry (engines/)")
     return problems
 
 
@@ -208,6 +286,10 @@ def test_every_module_has_a_layer():
     ("io/files.py", "import torch", "io.files imports torch at module level"),
     ("report/run.py", "from eagle3_nb.samples import build_samples",
      "report.run imports samples: nothing outside samples may"),
+    ("checks/load.py", "ENGINE = 'vllm'", "checks.load:"),
+    ("report/run.py", "def _f():\n    return parse('0.5.16')", "release literal '0.5.16'"),
+    ("viz/keys.py", "def sglang_rows():\n    pass", "names engine 'sglang'"),
+    ("cli.py", "from eagle3_nb.engines.vllm import probe", "names engine 'vllm'"),
 ])
 def test_a_planted_violation_is_caught(tmp_path, file, line, expected):
     root = tmp_path / "eagle3_nb"

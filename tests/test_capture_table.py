@@ -1,7 +1,7 @@
 """tools/capture_table.py: pure functions on inline sources, and facts the shipped JSON must hold.
 
 The pure-function tests build tiny synthetic model folders in memory; the data tests read
-eagle3_nb/engines/data/capture_{sglang,vllm}.json (no git repository needed).
+eagle3_nb/engines/{sglang,vllm}/data/capture.json (no git repository needed).
 """
 
 import importlib.util
@@ -13,7 +13,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 TOOL = REPO / "tools" / "capture_table.py"
-DATA = REPO / "eagle3_nb" / "engines" / "data"
+ENGINES = REPO / "eagle3_nb" / "engines"
 
 _spec = importlib.util.spec_from_file_location("capture_table", TOOL)
 ct = importlib.util.module_from_spec(_spec)
@@ -695,7 +695,7 @@ class Ranges(unittest.TestCase):
 # ---------------------------------------------------------------- the shipped data
 
 def load(engine: str) -> dict:
-    return json.loads((DATA / f"capture_{engine}.json").read_text(encoding="utf-8"))
+    return json.loads((ENGINES / engine / "data" / "capture.json").read_text(encoding="utf-8"))
 
 
 def state_at(table: dict, arch: str, version: str) -> dict:
@@ -717,7 +717,7 @@ class ShippedData(unittest.TestCase):
 
     def test_files_are_small(self):
         for engine in ("sglang", "vllm"):
-            self.assertLess((DATA / f"capture_{engine}.json").stat().st_size, 300_000)
+            self.assertLess((ENGINES / engine / "data" / "capture.json").stat().st_size, 300_000)
 
     def test_ranges_tile_every_release(self):
         for table in (self.sglang, self.vllm):

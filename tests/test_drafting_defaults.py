@@ -1,5 +1,5 @@
 """The drafting defaults per engine release: the lookup (eagle3_nb/engines/drafting.py) on real
-releases, the shipped tables (eagle3_nb/engines/data/drafting_*.json, made by
+releases, the shipped tables (eagle3_nb/engines/*/data/drafting.json, made by
 tools/drafting_defaults.py) against releases.py, the tool's parser on inline sources, and, where a
 side environment with a real engine exists, the table against the engine's own function."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_nb.engines.drafting import DraftingDefault, default_drafting, drafting_table
-from eagle3_nb.engines.releases import RELEASES
+from eagle3_nb.engines import RELEASES
 
 REPO = Path(__file__).resolve().parent.parent
 TOOL = REPO / "tools" / "drafting_defaults.py"

@@ -8,11 +8,10 @@ import pytest
 
 from test_engines import H, codes, flat_config, plan, speculators_config, target
 from eagle3_nb.engines import PROFILES, FIRST_EAGLE3, resolve_engine
-from eagle3_nb.engines import sglang as sglang_profiles
-from eagle3_nb.engines.bugs import BUGS
+from eagle3_nb.engines.sglang import profiles as sglang_profiles
 from eagle3_nb.engines.planner import BUG_CONDITIONS
 from eagle3_nb.engines.profile import earlier_range, release_key
-from eagle3_nb.engines.releases import RELEASES
+from eagle3_nb.engines import ENGINES, RELEASES
 
 
 @pytest.mark.parametrize("engine", sorted(RELEASES))
@@ -116,7 +115,7 @@ def test_vllm_gated_targets_by_model_type_before_0_22():
 # --- known bugs ---------------------------------------------------------------------------------
 
 def test_every_bug_names_a_condition_the_planner_knows_and_a_real_range():
-    for bug in BUGS:
+    for bug in (b for e in ENGINES.values() for b in e.bugs):
         assert bug.condition in BUG_CONDITIONS, bug.id
         assert bug.engine in RELEASES and bug.cite and bug.symptom
         assert bug.fixed is None or release_key(bug.first) < release_key(bug.fixed), bug.id
@@ -196,7 +195,7 @@ def test_mla_takes_its_target_rules_from_the_release():
                 target=t).aux.captured == [24, 30, 36]
 
 
-# --- target classes per release (engines/data/capture_*.json) ---------------------------------
+# --- target classes per release (engines/<engine>/data/capture.json) ---------------------------------
 
 KIMI_K25 = {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
             "text_config": {"model_type": "kimi_k2", "num_hidden_layers": 61, "hidden_size": H,

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from eagle3_nb.config import parse_config, parse_target_config
-from eagle3_nb.engines.releases import RELEASES
+from eagle3_nb.engines import RELEASES
 from eagle3_nb.engines import PROFILES, resolve_engine, resolve_engines
 from eagle3_nb.engines.planner import plan_load
 from eagle3_nb.errors import EngineSpecError

@@ -12,15 +12,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from eagle3_nb.engines.metrics import sglang_log_rate_convention, sglang_meta_family
+from eagle3_nb.engines.sglang.metrics import (RATE_SGLANG_LOG_NEW, RATE_SGLANG_LOG_OLD,
+                                              RATE_SGLANG_REQUEST, parse_sglang_log,
+                                              parse_sglang_meta_info, parse_sglang_responses,
+                                              parse_sglang_server_info,
+                                              sglang_log_rate_convention, sglang_meta_family,
+                                              sglang_spec_metrics, summarize_sglang_log)
+from eagle3_nb.engines.vllm.metrics import (RATE_VLLM, parse_vllm_log, summarize_vllm_log,
+                                            vllm_spec_counters, vllm_spec_metrics)
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.observed.metrics import (RATE_SGLANG_LOG_NEW, RATE_SGLANG_LOG_OLD,
-                                        RATE_SGLANG_REQUEST, RATE_VLLM, ObservedMetrics,
-                                        parse_observed, parse_prometheus, parse_sglang_log,
-                                        parse_sglang_meta_info, parse_sglang_responses,
-                                        parse_sglang_server_info, parse_vllm_log,
-                                        sglang_spec_metrics, summarize_sglang_log,
-                                        summarize_vllm_log, vllm_spec_counters, vllm_spec_metrics)
+from eagle3_nb.observation import ObservedMetrics, parse_prometheus
+from eagle3_nb.observed.metrics import parse_observed
 
 REC = Path(__file__).parent / "recordings"
 
@@ -54,7 +56,7 @@ def test_sglang_059_log_summary_old_rate_formula():
     # weighted by #running-req 1, 2, 3, 1
     mean = (2.80 * 1 + 2.40 * 2 + 3.00 * 3 + 2.60 * 1) / 7
     assert obs.mean_accept_length == approx(mean)
-    assert obs.vllm_mean_acceptance_length == approx(mean)
+    assert obs.mean_acceptance_length == approx(mean)
     assert obs.accept_rate == approx((0.70 + 0.60 * 2 + 0.75 * 3 + 0.65) / 7)
     assert obs.details["mean_unweighted"] == approx((2.80 + 2.40 + 3.00 + 2.60) / 4)
     # rate = L / 4 on every line: the <=0.5.9 formula with num_draft_tokens 4
@@ -171,7 +173,7 @@ def test_meta_info_0523():
     assert st.accept_length_reported == approx(64 / 23)
     assert st.num_correct_drafts == 40 and st.num_proposed_drafts == 69
     assert st.accept_rate == approx(40 / 69) and st.accept_rate_convention == RATE_SGLANG_REQUEST
-    assert st.vllm_mean_acceptance_length == approx(1 + 40 / 23)
+    assert st.mean_acceptance_length == approx(1 + 40 / 23)
     assert st.correct_drafts_histogram == [3, 6, 8, 6]
     assert st.draft_tokens_per_step == 3
     assert st.notes == []
@@ -200,7 +202,7 @@ def test_meta_info_059():
     assert st.accept_length == approx(64 / 30)
     assert (st.num_correct_drafts, st.num_proposed_drafts) == (33, 90)
     assert st.accept_rate == approx(33 / 90)
-    assert st.vllm_mean_acceptance_length == approx(1 + 33 / 30)
+    assert st.mean_acceptance_length == approx(1 + 33 / 30)
     assert st.correct_drafts_histogram == [11, 9, 6, 4]
 
 
@@ -208,7 +210,7 @@ def test_meta_info_0410_only_verify_ct():
     st = parse_sglang_meta_info(json.loads(rec("sglang-0.4.10-generate.json")))
     assert st.version_detected == "0.4.10"
     assert st.accept_length == approx(64 / 34)
-    assert st.num_correct_drafts is None and st.vllm_mean_acceptance_length is None
+    assert st.num_correct_drafts is None and st.mean_acceptance_length is None
     assert st.accept_rate is None
 
 
@@ -255,7 +257,7 @@ def test_requests_pooled():
     obs = parse_sglang_responses([a, a])
     assert obs.n_requests == 2 and obs.n_verify_steps == 46
     assert obs.mean_accept_length == approx(128 / 46)
-    assert obs.vllm_mean_acceptance_length == approx(1 + 80 / 46)
+    assert obs.mean_acceptance_length == approx(1 + 80 / 46)
     assert obs.draft_acceptance_rate == approx(80 / 138)
     assert obs.accept_length_histogram == {"1": 6, "2": 12, "3": 16, "4": 12}
     # alpha_i = P(correct drafts >= i + 1) from histogram [3, 6, 8, 6] (23 steps)
@@ -270,7 +272,7 @@ def test_requests_pooled():
 def test_requests_0410_debiased_estimate():
     obs = parse_observed(REC / "sglang-0.4.10-generate.json")
     assert obs.mean_accept_length == approx(64 / 34)
-    assert obs.vllm_mean_acceptance_length is None
+    assert obs.mean_acceptance_length is None
     assert obs.details["accept_length_without_first_token"] == approx(63 / 34)
 
 
@@ -336,8 +338,8 @@ def test_vllm_033_log():
     obs = summarize_vllm_log(lines)
     # k = 3 per-position entries: drafts 936/3 = 312 and 900/3 = 300
     assert obs.n_drafts == 612 and obs.n_verify_steps == 612
-    assert obs.vllm_mean_acceptance_length == approx(1 + 1003 / 612)
-    assert obs.mean_accept_length == obs.vllm_mean_acceptance_length
+    assert obs.mean_acceptance_length == approx(1 + 1003 / 612)
+    assert obs.mean_accept_length == obs.mean_acceptance_length
     assert obs.accept_rate == approx(1003 / 1836) and obs.accept_rate_convention == RATE_VLLM
     assert obs.per_position_acceptance == [approx((0.792 * 312 + 0.770 * 300) / 612),
                                            approx((0.567 * 312 + 0.533 * 300) / 612),
@@ -404,7 +406,7 @@ def test_prometheus_malformed(bad):
 def test_vllm_prometheus_metrics():
     obs = vllm_spec_metrics(rec("vllm-0.33-metrics.prom"))
     assert obs.n_drafts == 612 and obs.n_drafted == 1836 and obs.n_accepted == 1003
-    assert obs.vllm_mean_acceptance_length == approx(1 + 1003 / 612)
+    assert obs.mean_acceptance_length == approx(1 + 1003 / 612)
     assert obs.accept_rate == approx(1003 / 1836)
     assert obs.per_position_acceptance == [approx(478 / 612), approx(337 / 612),
                                            approx(188 / 612)]
@@ -508,7 +510,7 @@ def test_parse_observed_numbers():
     for x in (1.9, "1.9", " 1.9\n", 2):
         obs = parse_observed(x)
         assert obs.mean_accept_length == approx(float(x))
-        assert obs.vllm_mean_acceptance_length == obs.mean_accept_length
+        assert obs.mean_acceptance_length == obs.mean_accept_length
         assert obs.source == "number"
     with pytest.raises(Eagle3NbError, match="below 1"):
         parse_observed(0.45)
@@ -546,7 +548,7 @@ def test_to_json_round_trip():
     assert data["mean_accept_length"] == pytest.approx(64 / 23)
     assert data["accept_length_histogram"] == {"1": 3, "2": 6, "3": 8, "4": 6}
     assert data["per_request"][0]["verify_ct"] == 23
-    assert set(data) >= {"engine", "source", "mean_accept_length", "vllm_mean_acceptance_length",
+    assert set(data) >= {"engine", "source", "mean_accept_length", "mean_acceptance_length",
                          "accept_rate", "accept_rate_convention", "per_position_acceptance",
                          "n_verify_steps", "n_drafts", "n_accepted", "n_drafted", "notes",
                          "version_detected"}

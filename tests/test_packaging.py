@@ -63,7 +63,8 @@ def test_the_wheel_carries_notebooks_and_samples(wheel):
     for needed in ("data_samples/prompts.jsonl", "data_samples/target/model.safetensors",
                    "data_samples/target/tokenizer.json",
                    "data_samples/drafts/layers0-flat/model.safetensors",
-                   "engines/data/capture_sglang.json", "engines/data/capture_vllm.json"):
+                   *(f"engines/{e}/data/{t}.json" for e in ("sglang", "vllm")
+                     for t in ("capture", "drafting"))):
         assert f"eagle3_nb/{needed}" in names
     assert not any(n.startswith(("tests/", "benchmarks/")) for n in names)
 

@@ -376,7 +376,7 @@ def test_exit_code_follows_fail_on():
     pytest.param(["{draft}", "--device", "cuda"], "no GPU", marks=pytest.mark.skipif(
         __import__("torch").cuda.is_available(), reason="a GPU is visible")),
     (["{draft}", "--out", "{draft}/report"], "inside the checkpoint"),
-    (["{draft}", "--launch", "echo hello"], "starts neither an SGLang nor a vLLM server"),
+    (["{draft}", "--launch", "echo hello"], "starts no SGLang or vLLM server"),
 ])
 def test_bad_input_exits_2_and_writes_nothing(args, words, tmp_path, capsys):
     draft = tmp_path / "draft"

@@ -18,11 +18,19 @@ from typing import Callable
 import pytest
 
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.observed.metrics import RATE_SGLANG_REQUEST, RATE_VLLM
-from eagle3_nb.observed.client import (HttpClient, ServingError, measure_server, measure_sglang,
-                                       measure_vllm)
+from eagle3_nb.engines.sglang.metrics import RATE_SGLANG_REQUEST
+from eagle3_nb.engines.vllm.metrics import RATE_VLLM
+from eagle3_nb.observed.client import HttpClient, ServingError, measure_server
 
 REC = Path(__file__).parent / "recordings"
+
+
+def measure_sglang(url, prompts, max_new_tokens=64, **options):
+    return measure_server("sglang", url, prompts, max_new_tokens, **options)
+
+
+def measure_vllm(url, prompts, max_tokens=64, **options):
+    return measure_server("vllm", url, prompts, max_tokens, **options)
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 App = Callable[[str, str, bytes], tuple[int, str, bytes]]
@@ -183,7 +191,7 @@ def test_sglang_0523_end_to_end(serve):
     # two copies of the recorded request: 23 verify steps, 64 tokens, 40 of 69 drafts each
     assert obs.engine == "sglang" and obs.n_requests == 2 and obs.version_detected == "0.5.23"
     assert obs.mean_accept_length == pytest.approx(128 / 46)
-    assert obs.vllm_mean_acceptance_length == pytest.approx(1 + 80 / 46)
+    assert obs.mean_acceptance_length == pytest.approx(1 + 80 / 46)
     assert obs.accept_rate == pytest.approx(80 / 138)
     assert obs.accept_rate_convention == RATE_SGLANG_REQUEST
     assert obs.per_position_acceptance == pytest.approx([20 / 23, 14 / 23, 6 / 23])
@@ -209,9 +217,9 @@ def test_sglang_each_version_and_server_info_fallback(serve, recording, version,
     assert obs.version_detected == version
     assert obs.mean_accept_length == pytest.approx(expected_len)
     if expected_vllm is None:
-        assert obs.vllm_mean_acceptance_length is None
+        assert obs.mean_acceptance_length is None
     else:
-        assert obs.vllm_mean_acceptance_length == pytest.approx(expected_vllm)
+        assert obs.mean_acceptance_length == pytest.approx(expected_vllm)
     assert app.paths == ["/generate", "/server_info", "/get_server_info"]
     assert obs.details["server_info_path"] == "/get_server_info"
     assert any("not EAGLE3" in n for n in obs.notes)
@@ -244,7 +252,7 @@ def test_vllm_end_to_end_counter_difference(serve):
     assert app.bodies[2]["prompt"] == [5, 6, 7]
     # only these 3 requests count: 60 drafts, 180 draft tokens, 99 accepted, per pos 45/33/21
     assert (obs.n_drafts, obs.n_drafted, obs.n_accepted) == (60, 180, 99)
-    assert obs.vllm_mean_acceptance_length == pytest.approx(1 + 99 / 60)
+    assert obs.mean_acceptance_length == pytest.approx(1 + 99 / 60)
     assert obs.mean_accept_length == pytest.approx(2.65)
     assert obs.accept_rate == pytest.approx(0.55) and obs.accept_rate_convention == RATE_VLLM
     assert obs.per_position_acceptance == pytest.approx([0.75, 0.55, 0.35])
@@ -367,8 +375,8 @@ def test_base_url_and_arguments_are_checked():
         measure_sglang("http://127.0.0.1:9", [])
     with pytest.raises(ServingError, match="max_new_tokens"):
         measure_sglang("http://127.0.0.1:9", ["a"], max_new_tokens=0)
-    with pytest.raises(ServingError, match="not one of"):
-        measure_server("trtllm", "http://127.0.0.1:9", ["a"])
+    with pytest.raises(Eagle3NbError, match="no engine called 'tgi'"):
+        measure_server("tgi", "http://127.0.0.1:9", ["a"])
     assert HttpClient("http://127.0.0.1:30000/").url("/generate") == \
         "http://127.0.0.1:30000/generate"
 

@@ -264,7 +264,7 @@ def test_headline_html_gives_every_convention(sim):
     n = stats["n_verify_steps"]
     assert f"= ({accepted} + {n}) / {n}" in html and f"1 + {accepted} / {n}" in html
     assert fmt_num(stats["mean_accept_length"]) in html
-    assert fmt_num(stats["vllm_mean_acceptance_length"]) in html
+    assert fmt_num(stats["mean_acceptance_length"]) in html
     for v in stats["per_position_acceptance"] + stats["conditional_acceptance"]:
         assert fmt_num(v, 3) in html
     for length, count in stats["accept_length_histogram"].items():

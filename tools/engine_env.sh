@@ -4,7 +4,7 @@
 # reinstalled) plus, with --no-deps, the engine wheel and the pure-Python/CPU packages its
 # import chain needs to build an EAGLE-3 draft and run load_weights. The lists are the minimal
 # sets found by importing the draft module and building the draft until nothing was missing;
-# CUDA-only packages are stubbed by eagle3_nb/probe/stubs.py instead. Idempotent: a finished
+# CUDA-only packages are stubbed by eagle3_nb/engines/stubs.py instead. Idempotent: a finished
 # environment (its .ready stamp) is kept. Prints the time it took.
 #
 #   tools/engine_env.sh sglang 0.5.23
@@ -54,6 +54,6 @@ echo "import site; site.addsitedir('$DEVSITE')" > "$SITE/_eagle3nb_devvenv.pth"
 "$DEV/bin/python" -m pip --python "$ENV/bin/python" install --quiet --no-deps \
   "$ENGINE==$VERSION" $DEPS
 # with the probe's stubs (CUDA-only packages), as the probe imports it
-"$ENV/bin/python" -c "import eagle3_nb.probe.stubs as s; s.install(); import $ENGINE, torch, eagle3_nb"
+"$ENV/bin/python" -c "import eagle3_nb.engines.stubs as s; s.install(); import $ENGINE, torch, eagle3_nb"
 touch "$ENV/.ready"
 echo "$ENV ready in $(( $(date +%s) - start ))s ($(du -sh "$ENV" | cut -f1))"

@@ -18,6 +18,7 @@ import torch
 
 from eagle3_nb.acceptance import Drafting, score_dumps, simulate
 from eagle3_nb.defaults import DEFAULT_MAX_NEW_TOKENS, DEFAULT_N_SAMPLES, DEFAULT_NUM_STEPS
+from eagle3_nb.engines.registry import engines as registered_engines
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.findings import ERROR, WARNING, Finding, collapses
 from eagle3_nb.model import as_engine_leaves
@@ -223,7 +224,7 @@ def _engine_default(launch, observed, architecture: str | None,
     from eagle3_nb.engines.drafting import default_drafting
     engine = (launch.engine if launch is not None else getattr(observed, "engine", None)) or ""
     engine = engine.lower()
-    if engine not in ("sglang", "vllm"):
+    if engine not in registered_engines() or registered_engines()[engine].drafting_rule is None:
         return None
     version = _engine_version(engine, engines, getattr(observed, "version_detected", None))
     try:
@@ -240,13 +241,13 @@ def _engine_default(launch, observed, architecture: str | None,
 def _engine_version(engine: str, engines: list[str] | None, detected: str | None) -> str:
     """The release named for this engine (--engine NAME==VERSION), else the one the observed
     figure reveals, else the newest surveyed."""
-    from eagle3_nb.engines.releases import RELEASES
+    from eagle3_nb.engines import engine as registered
     named = [e.split("==", 1)[1] for e in engines or [] if e.lower().startswith(engine + "==")]
     if named:
         return named[-1]
     if detected and detected[0].isdigit():
         return detected
-    return RELEASES[engine][-1][0]
+    return registered(engine).newest
 
 
 def acceptance_findings(rows, observed=None) -> list[Finding]:

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from eagle3_nb.engines.facts import CHECKS
 from eagle3_nb.findings import ERROR, WARNING, Finding, collapses
 
 # What an off-by-one layer costs differs by target (docs/domain.md "Aux layer ids: two conventions").
-OFF_BY_ONE_RANGE = ("How much a shifted layer costs depends on how alike the target's layers "
-                    "are: SGLang PR #25454 measured ~0.10 accept-length loss from an off-by-one "
-                    "on Kimi-K2.5, vLLM PR #43671 saw MiniMax-M2's position-0 acceptance fall "
-                    "from ~45% to ~10%, so a mild loss here says nothing about another target")
+OFF_BY_ONE_RANGE = CHECKS["off_by_one_cost"]
 
 
 def hidden_findings(data: dict[str, Any]) -> list[Finding]:

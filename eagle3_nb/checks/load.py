@@ -13,6 +13,7 @@ from typing import Any
 
 from eagle3_nb.config import DraftConfig, TargetInfo
 from eagle3_nb.engines import resolve_engines
+from eagle3_nb.engines.facts import CHECKS
 from eagle3_nb.engines.planner import LoadPlan, plan_load
 from eagle3_nb.findings import (ERROR, INFO, SUMMARY_VERSION, Finding, engine_codes, has_errors,
                                 sort_findings, verdict_line, verdicts)
@@ -96,8 +97,7 @@ class Inspection:
                              "range and injectivity unchecked", "drop --no-stats, or eagle3-nb vocab"))
         own_embed = "embed_tokens.weight" in self.checkpoint.canonical_keys
         if own_embed and (self.stats is None or not self.compared_embeddings):
-            out.append(_item("embed_tokens", "the draft ships its own, not compared with the "
-                             "target's weights (vLLM serves the draft's own copy)",
+            out.append(_item("embed_tokens", CHECKS["own_embed"],
                              "pass the target directory as --target-config, stats on"))
         if self.target is None:
             out.append(_item("the target", "no target config: the captured layers, the target "

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_nb.config import DraftConfig, TargetInfo
+from eagle3_nb.engines.facts import CHECKS
 from eagle3_nb.findings import ERROR, INFO, WARNING, Finding
 from eagle3_nb.io.safetensors import TensorInfo, read_header, read_rows
 
@@ -121,10 +122,7 @@ def _rotary_fraction(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
     if not _numbers(mine, theirs) or float(mine) == float(theirs):
         return []
     return [_mismatch(WARNING, "partial_rotary_factor", mine, theirs,
-                      "the draft rotates another share of each head than the target; both "
-                      "engines apply the draft's own value (sglang llama.py "
-                      "LlamaAttention.__init__, vllm get_rope), so it is right only if the draft "
-                      "was trained with it")]
+                      CHECKS["partial_rotary"])]
 
 
 def _numbers(*values: Any) -> bool:
@@ -145,19 +143,11 @@ def _mrope(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
         target.rope, target.model_type)
     if inter_mine != inter_theirs:
         return [_mismatch(WARNING, "mrope_interleaved", inter_mine, inter_theirs,
-                          "the draft assigns its frequencies to the t/h/w sections in another "
-                          "order than the target (both engines read mrope_interleaved from the "
-                          "draft's own rope settings: sglang get_rope, vllm get_rope); the "
-                          "positions differ on prompts with images or video")]
+                          CHECKS["mrope_interleaved"])]
     return []
 
 
-MROPE_WHY = ("an engine gives the draft M-RoPE positions only when the draft's own config has "
-             "mrope_section (sglang llama_eagle3.py LlamaModel.__init__ is_mrope_enabled "
-             "[0.5.7-0.5.23]; vllm llm_base_proposer.py _set_positions passes the first row of "
-             "the target's M-RoPE positions [0.33.0]); text-only prompts are unaffected, prompts "
-             "with images or video give the draft other positions than it was trained on unless "
-             "its trainer did the same")
+MROPE_WHY = CHECKS["mrope"]
 
 
 def _mrope_interleaved(rope: dict[str, Any], model_type: str) -> bool:
@@ -216,17 +206,17 @@ def _pair_layout(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
     be the target's: it must be the one it was trained with. A warning when the draft's config
     declares a layout an engine does not serve it with; an info line when only the target
     differs (normal for a Llama draft of a Llama 4 or GLM target)."""
-    from eagle3_nb.engines import sglang, vllm
+    from eagle3_nb.engines import engines
 
-    served = {name: served_pair_layout(mod.DRAFT_ROPE, cfg)
-              for name, mod in (("sglang", sglang), ("vllm", vllm))}
+    roped = {name: e.draft_rope for name, e in engines().items() if e.draft_rope}
+    served = {name: served_pair_layout(rope, cfg) for name, rope in roped.items()}
     declared, theirs = declared_pair_layout(cfg), target_pair_layout(target)
     ignored = sorted(name for name, layout in served.items()
                      if declared is not None and layout != declared)
     if not ignored and all(layout == theirs for layout in served.values()):
         return []
     evidence = {"field": "rope layout", "draft": served, "draft_declared": declared,
-                "target": theirs, "cites": [sglang.DRAFT_ROPE["cite"], vllm.DRAFT_ROPE["cite"],
+                "target": theirs, "cites": [*(rope["cite"] for rope in roped.values()),
                                             TARGET_LAYOUT_CITE]}
     as_served = ", ".join(f"{name} serves {layout}" for name, layout in served.items())
     if ignored:

@@ -49,6 +49,7 @@ from typing import Any
 
 from eagle3_nb.config import NORM_FLAGS, DraftConfig, parse_config
 from eagle3_nb.engines import resolve_engine
+from eagle3_nb.engines.facts import CONVERSION as FACTS
 from eagle3_nb.engines.planner import flat_aux_ids, trained_aux_indices
 from eagle3_nb.errors import ConversionError, Eagle3NbError, OutputExistsError, VerificationError
 from eagle3_nb.findings import ABSOLUTE, ARANGE_SUBTRACTED, MISSING, OFFSET
@@ -160,19 +161,16 @@ def resolve_target(to: str | None, engine: str | None, fix_d2t: bool = False) ->
     if to is not None:
         choice = str(to).strip().lower()
         if choice == "eagle":
-            return Target("midlayer", "flat", "--to eagle: SafeAILab/SpecForge/SGLang layout "
-                                              "(midlayer.* keys, flat LlamaConfig)")
+            return Target("midlayer", "flat", FACTS["eagle_layout"])
         if choice == "speculators":
-            return Target("layers", "speculators", "--to speculators: speculators/vLLM layout "
-                                                   "(layers.N.* keys, nested speculators config)")
+            return Target("layers", "speculators", FACTS["speculators_layout"])
         raise ConversionError(f"unknown target format {to!r}", "--to",
-                              "use 'eagle' (SGLang/SpecForge) or 'speculators' (vLLM)")
+                              FACTS["format_choice"])
     if engine is None and fix_d2t:
         return Target("keep", "keep", "--fix-d2t only: layout and config dialect kept")
     if engine is None:
         raise ConversionError("no target given", "convert",
-                              "pass --to eagle|speculators, or --engine sglang==X / vllm==X "
-                              "to convert for that engine")
+                              FACTS["convert_target"])
     return _target_for_engine(resolve_engine(engine))
 
 
@@ -204,7 +202,7 @@ def _new_name(original: str, target: Target, warnings: list[str]) -> str:
     k = split_key(original)
     if not k.canonical:
         warnings.append(f"tensor {original!r} is not an EAGLE-3 key: copied under its own name "
-                        "(SGLang drops unknown keys silently, vLLM refuses them)")
+                        + FACTS["unknown_key"])
         return original
     bare = original[len(k.prefix):]
     new = k.canonical                                   # bare speculators name, legacy renamed
@@ -230,8 +228,8 @@ def _plan_keys(ckpt: Checkpoint, target: Target) -> tuple[list[_Entry], list[str
     extra = sorted({i for e in entries if (i := layer_index(split_key(e.new).canonical or e.new))})
     if target.keys == "midlayer" and extra:
         warnings.append(f"multi-layer draft: only layer 0 becomes midlayer.*; layers "
-                        f"{', '.join(map(str, extra))} keep their layers.N.* keys, and SGLang <= "
-                        "0.5.9 supports exactly one draft layer (ValueError at load)")
+                        f"{', '.join(map(str, extra))} keep their layers.N.* keys, and "
+                        + FACTS["one_draft_layer"])
     return entries, warnings
 
 
@@ -257,15 +255,14 @@ def _flat_from_speculators(raw: dict[str, Any], cfg: DraftConfig, where: str,
         moved[k] = ConfigChange(k, v, v, moved_reason, f"transformer_layer_config.{k}")
     if "model_type" not in layer:
         out["model_type"] = "llama"
-        changes.append(ConfigChange("model_type", ABSENT, "llama", "SGLang's AutoConfig needs a "
-                                    "model_type; none in transformer_layer_config, Llama assumed"))
+        changes.append(ConfigChange("model_type", ABSENT, "llama", FACTS["model_type_needed"]))
     elif str(layer["model_type"]) != "llama":
-        warnings.append(f"layer model_type {layer['model_type']!r}: SGLang serves a flat draft "
-                        f"as {FLAT_ARCH}; check that it supports this layer type")
+        warnings.append("layer model_type " + FACTS["flat_layer_type"].format(
+            model_type=layer["model_type"], arch=FLAT_ARCH))
     old_arch = raw.get("architectures", ABSENT)
     out["architectures"] = [FLAT_ARCH]
     changes.append(ConfigChange("architectures", old_arch, [FLAT_ARCH],
-                                "SGLang dispatches a flat EAGLE-3 draft on this class"))
+                                FACTS["flat_arch"]))
     for k in SPEC_TOP_KEEP:
         if k in raw:
             if k in out and out[k] != raw[k]:
@@ -287,12 +284,9 @@ def _flat_from_speculators(raw: dict[str, Any], cfg: DraftConfig, where: str,
     if "norm_before_residual" not in raw:
         out["norm_before_residual"] = True
         changes.append(ConfigChange("norm_before_residual", ABSENT, True,
-                                    "vLLM's speculators path reads a missing key as True, so the "
-                                    "draft was served that way; written explicitly"))
+                                    FACTS["nbr_missing"]))
     if out.get("norm_before_residual"):
-        warnings.append("norm_before_residual is true: no SGLang release reads it, SGLang always "
-                        "uses the un-normed residual, so this draft runs differently there "
-                        "(lower acceptance, no error)")
+        warnings.append(FACTS["nbr_true"])
     ids = raw.get("eagle_aux_hidden_state_layer_ids")
     new_ids, ids_reason = flat_aux_ids(ids, where)
     eagle: dict[str, Any] = {}
@@ -302,8 +296,7 @@ def _flat_from_speculators(raw: dict[str, Any], cfg: DraftConfig, where: str,
     if "norm_before_fc" in raw:
         eagle["norm_before_fc"] = raw["norm_before_fc"]
         changes.append(ConfigChange("eagle_config.norm_before_fc", raw["norm_before_fc"],
-                                    raw["norm_before_fc"], "SGLang 0.5.23 and vLLM read the "
-                                    "nested value first", "norm_before_fc"))
+                                    raw["norm_before_fc"], FACTS["nested_nbf"], "norm_before_fc"))
     out["eagle_config"] = eagle
     changes.append(ConfigChange("eagle_config.eagle_aux_hidden_state_layer_ids",
                                 ABSENT if ids is None else ids,
@@ -350,10 +343,9 @@ def _speculators_from_flat(raw: dict[str, Any], cfg: DraftConfig, entries: list[
     out: dict[str, Any] = {"architectures": [SPECULATORS_ARCH], "speculators_model_type": "eagle3",
                            "transformer_layer_config": layer}
     changes.append(ConfigChange("architectures", raw.get("architectures", ABSENT),
-                                [SPECULATORS_ARCH], "what speculators' save_pretrained writes "
-                                "(vLLM ignores it for this format)"))
+                                [SPECULATORS_ARCH], FACTS["speculators_arch"]))
     changes.append(ConfigChange("speculators_model_type", ABSENT, "eagle3",
-                                "marks the speculators format (vLLM and speculators detect it)"))
+                                FACTS["speculators_type"]))
     # draft vocab: must be explicit, speculators defaults a missing value to 32000
     dvs = raw.get("draft_vocab_size")
     if dvs is None:
@@ -377,8 +369,7 @@ def _speculators_from_flat(raw: dict[str, Any], cfg: DraftConfig, entries: list[
     if declared.value:
         out["eagle_aux_hidden_state_layer_ids"] = idx
         changes.append(ConfigChange("eagle_aux_hidden_state_layer_ids", declared.value, idx,
-                                    f"speculators ids are hidden_states[k] (vLLM reads them so); "
-                                    f"flat {why}",
+                                    f"{FACTS['speculators_ids']}; flat {why}",
                                     "eagle_config.eagle_aux_hidden_state_layer_ids"
                                     if declared.source == "eagle_config"
                                     else "eagle_aux_hidden_state_layer_ids"))
@@ -391,9 +382,7 @@ def _speculators_from_flat(raw: dict[str, Any], cfg: DraftConfig, entries: list[
         if flag == "fc_norm" and given.present and "fc_norm" not in raw:
             old_key = "use_aux_norm"
         if not given.present:
-            reason = ("flat (SafeAILab/SpecForge) drafts are trained with the residual taken "
-                      "before hidden_norm (False); explicit because vLLM's speculators path reads "
-                      "a missing key as True") if flag == "norm_before_residual" else \
+            reason = FACTS["flat_nbr"] if flag == "norm_before_residual" else \
                      "absent means False in every engine; written explicitly"
             changes.append(ConfigChange(flag, ABSENT, value, reason))
         elif old_key != flag:
@@ -410,8 +399,7 @@ def _speculators_from_flat(raw: dict[str, Any], cfg: DraftConfig, entries: list[
                                 "speculators metadata: algorithm eagle3, the speculators "
                                 "converter's greedy 3-token proposal; no verifier block (a flat "
                                 "config does not name its target)"))
-    warnings.append("no verifier in the flat source: speculators_config has no verifier block, so "
-                    "pass the target to vLLM explicitly (--model and --speculative-config)")
+    warnings.append(FACTS["no_verifier"])
     handled = set(LAYER_KEYS) | {"architectures", "draft_vocab_size", "target_hidden_size",
                                  "num_aux_hidden_states", "eagle_aux_hidden_state_layer_ids",
                                  "use_aux_norm", *NORM_FLAGS}
@@ -431,7 +419,7 @@ def _speculators_from_flat(raw: dict[str, Any], cfg: DraftConfig, entries: list[
 def _keep_dialect(raw: dict[str, Any]) -> tuple[dict[str, Any], list[ConfigChange], list[str]]:
     out = {k: v for k, v in raw.items() if k != "auto_map"}
     changes = ([ConfigChange("auto_map", raw["auto_map"], ABSENT,
-                             "remote code: the kit never writes auto_map (vLLM does not need it)")]
+                             FACTS["auto_map"])]
                if "auto_map" in raw else [])
     return out, changes, []
 
@@ -486,16 +474,12 @@ def _flat_warnings(out: dict[str, Any], entries: list[_Entry]) -> list[str]:
     eagle = out.get("eagle_config") or {}
     if out.get("eagle_aux_hidden_state_layer_ids") and not eagle.get(
             "eagle_aux_hidden_state_layer_ids"):
-        warnings.append("aux layer ids only at the top level of a flat config: SGLang reads only "
-                        "eagle_config.eagle_aux_hidden_state_layer_ids and captures its defaults "
-                        "(left unchanged: the source is already flat)")
+        warnings.append(FACTS["top_level_ids"])
     names = {split_key(e.new).canonical or e.new for e in entries}
     layers = sorted({i for n in names if (i := layer_index(n))})
     lacking = [i for i in layers if f"layers.{i}.hidden_norm.weight" not in names]
     if lacking:
-        warnings.append(f"layers {', '.join(map(str, lacking))} have no hidden_norm: SGLang >= "
-                        "0.5.16 uses hidden_norm as their pre-attention norm and would run it "
-                        "untrained (all ones), silently")
+        warnings.append(f"layers {', '.join(map(str, lacking))} " + FACTS["hidden_norm"])
     return warnings
 
 
@@ -837,9 +821,7 @@ def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, to: str |
                 warnings.append(
                     f"the flat form of these aux ids is ambiguous: the source means hidden_states"
                     f"{before}, the kit reads the written config as hidden_states{after} "
-                    f"({checks['aux_reading_after']}). SGLang with a Llama/Qwen target adds +1 and "
-                    "captures the source's layers; a DeepSeek/Kimi target adds +1 only when the "
-                    "first id is 1")
+                    f"({checks['aux_reading_after']}). " + FACTS["flat_ids_reading"])
             hashes_after = ckpt.hash_files()
             checks["source_unchanged"] = hashes_after == hashes_before
             if not checks["source_unchanged"]:

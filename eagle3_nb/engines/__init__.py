@@ -1,4 +1,5 @@
-"""Engine profiles (data) and the generic planner."""
+"""Engine facts: one folder per engine (engines/<engine>/), each registering one Engine record
+(engines/registry.py); the generic planner applies any engine's profiles."""
 
 from __future__ import annotations
 
@@ -7,11 +8,34 @@ from dataclasses import fields, replace
 
 from eagle3_nb.errors import EngineSpecError
 from eagle3_nb.engines.profile import EngineProfile, is_plain_release, release_key
-from eagle3_nb.engines.releases import RELEASES
-from eagle3_nb.engines.sglang import PROFILES as _SGLANG
-from eagle3_nb.engines.vllm import PROFILES as _VLLM
+from eagle3_nb.engines.registry import Engine, engine, engines, names, title
 
-PROFILES: tuple[EngineProfile, ...] = _SGLANG + _VLLM
+
+
+def all_profiles() -> tuple[EngineProfile, ...]:
+    return tuple(p for e in engines().values() for p in e.profiles)
+
+
+def all_releases() -> dict[str, tuple[tuple[str, str], ...]]:
+    return {n: e.releases for n, e in engines().items()}
+
+
+def first_eagle3() -> dict[str, str]:
+    """The first release that ships an EAGLE-3 draft model (its llama_eagle3.py), per engine, as
+    tools/engine_survey.py found it in the release tags: docs/engine-survey.md."""
+    return {n: e.releases[0][0] for n, e in engines().items()}
+
+
+# The engine folders register on first use, not at import: an engine folder may import the
+# generic helpers of this package, and the header path loads no engine table it is not asked for.
+_LAZY = {"ENGINES": engines, "PROFILES": all_profiles, "RELEASES": all_releases,
+         "FIRST_EAGLE3": first_eagle3}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return _LAZY[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _BOOKKEEPING = ("version", "covers", "evidence", "cites", "based_on", "eagle3_since")
@@ -20,7 +44,7 @@ _BOOKKEEPING = ("version", "covers", "evidence", "cites", "based_on", "eagle3_si
 def range_changes(profile: EngineProfile) -> list[str]:
     """The fields in which a range differs from the engine's previous range (its MLA draft class
     counted as one field); empty for the first range."""
-    mine = sorted((p for p in PROFILES if p.name == profile.name),
+    mine = sorted(engine(profile.name).profiles,
                   key=lambda p: release_key(p.covers[0]))
     i = next(i for i, p in enumerate(mine) if p.covers == profile.covers)
     if i == 0:
@@ -31,16 +55,13 @@ def range_changes(profile: EngineProfile) -> list[str]:
 
 
 def releases_in(profile: EngineProfile) -> list[str]:
-    return [r for r, _ in RELEASES.get(profile.name, ()) if profile.covers_release(r)]
+    return [r for r, _ in engine(profile.name).releases if profile.covers_release(r)]
 
 
 def known_ranges() -> str:
-    return "; ".join(p.range_text() for p in PROFILES)
+    return "; ".join(p.range_text() for p in all_profiles())
 
 
-# The first release that ships an EAGLE-3 draft model (its llama_eagle3.py), per engine, as
-# tools/engine_survey.py found it in the release tags: docs/engine-survey.md.
-FIRST_EAGLE3 = {name: releases[0][0] for name, releases in RELEASES.items()}
 _RESOLVED: dict[tuple[str, str], EngineProfile] = {}
 
 
@@ -50,7 +71,8 @@ def published_release(name: str, version: str) -> str | None:
     if not is_plain_release(version):
         return None
     key = release_key(version)
-    return next((r for r, _ in RELEASES.get(name, ()) if release_key(r) == key), None)
+    found = engines().get(name)
+    return next((r for r, _ in found.releases if release_key(r) == key), None) if found else None
 
 
 def resolve_engine(spec: str) -> EngineProfile:
@@ -66,10 +88,7 @@ def resolve_engine(spec: str) -> EngineProfile:
         raise EngineSpecError(f"engine {spec!r} is not NAME==VERSION", "--engine",
                               f"for example sglang==0.5.23; known: {known_ranges()}")
     key = release_key(version)
-    mine = [p for p in PROFILES if p.name == name]
-    if not mine:
-        raise EngineSpecError(f"no engine called {name!r}", "--engine",
-                              f"known: {', '.join(sorted({p.name for p in PROFILES}))}")
+    mine = list(engine(name).profiles)
     published = published_release(name, version)
     cache_key = (name, published or version)
     if cache_key not in _RESOLVED:
@@ -87,25 +106,24 @@ def _answer(mine: list[EngineProfile], name: str, version: str, key: tuple[int, 
     nearest = covering[0] if covering else (
         max(older, key=lambda p: release_key(p.covers[0])) if older else
         min(mine, key=lambda p: release_key(p.covers[0])))
-    before = key < release_key(FIRST_EAGLE3[name])
+    first = engine(name).releases[0][0]
+    before = key < release_key(first)
     return replace(nearest, version=version, based_on=nearest.key,
-                   eagle3_since=FIRST_EAGLE3[name] if before else "",
+                   eagle3_since=first if before else "",
                    evidence=f"not read: answered with the {nearest.key} profile")
 
 
 def newest_profiles() -> list[EngineProfile]:
     """The profile of each engine's newest surveyed releases: what a check without --engine
     answers for (older releases only when named, or with --engine all)."""
-    names = dict.fromkeys(p.name for p in PROFILES)
-    return [max((p for p in PROFILES if p.name == n), key=lambda p: release_key(p.covers[1]))
-            for n in names]
+    return [max(e.profiles, key=lambda p: release_key(p.covers[1])) for e in engines().values()]
 
 
 def resolve_engines(specs: list[str] | None) -> list[EngineProfile]:
     if not specs:
         return newest_profiles()
     if specs == ["all"]:
-        return list(PROFILES)
+        return list(all_profiles())
     out: list[EngineProfile] = []
     for spec in specs:
         profile = resolve_engine(spec)

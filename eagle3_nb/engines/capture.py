@@ -1,6 +1,6 @@
 """Which target model classes hand aux hidden states to an EAGLE-3 draft, per engine release.
 
-The data (engines/data/capture_<engine>.json) is generated from the engines' own code at every
+The data (engines/<engine>/data/capture.json) is generated from the engines' own code at every
 release tag by tools/capture_table.py (docs/target-capture.md): for each served architecture
 name, contiguous release ranges with the class whose hook it gets (SGLang
 `set_eagle3_layers_to_capture`, vLLM `SupportsEagle3`) and the layer-id rule that hook applies.
@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 from eagle3_nb.engines.profile import release_key
+from eagle3_nb.engines.registry import engines
 
-DATA = Path(__file__).resolve().parent / "data"
 CAPTURE, NO_CAPTURE, NOT_SERVED = "capture", "no_capture", "not_served"
 
 
@@ -35,8 +34,8 @@ class CaptureFact:
 
 @lru_cache(maxsize=None)
 def capture_table(engine: str) -> dict:
-    path = DATA / f"capture_{engine}.json"
-    if not path.is_file():
+    path = engines()[engine].data("capture.json") if engine in engines() else None
+    if path is None or not path.is_file():
         return {"releases": [], "architectures": {}}
     return json.loads(path.read_text(encoding="utf-8"))
 

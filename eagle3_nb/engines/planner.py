@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from eagle3_nb.config import ABSENT, NORM_FLAGS, TRAINER_FLAG_DEFAULTS, DraftConfig, TargetInfo
 from eagle3_nb.errors import ConversionError
 from eagle3_nb.findings import ERROR, INFO, WARNING, Finding
-from eagle3_nb.engines.bugs import BUGS, affects
+from eagle3_nb.engines.bugs import affects, bugs_in
 from eagle3_nb.engines.capture import CAPTURE, capture_fact, surveyed_release
 from eagle3_nb.engines.profile import (AS_IS, AS_IS_IF_MAX_IS_L, AUX_RULES, NO_CAPTURE, PLUS_ONE,
                                        PLUS_ONE_IF_FIRST_IS_1, EngineProfile, release_key)
@@ -761,8 +761,8 @@ class _Ctx:
     # --- known bugs --------------------------------------------------------------------------
     def report_known_bugs(self) -> None:
         p = self.p
-        for bug in BUGS:
-            if bug.engine != p.name or not affects(bug, p.version):
+        for bug in bugs_in(p):
+            if not affects(bug, p.version):
                 continue
             if not BUG_CONDITIONS[bug.condition](self):
                 continue

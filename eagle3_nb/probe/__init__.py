@@ -92,12 +92,19 @@ _TORCH_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": 
 
 def probe_checkpoint(path: str | Path, engine: str,
                      target_config: str | Path | None = None) -> ProbeResult:
-    from eagle3_nb.engines import resolve_engine
-    from eagle3_nb.engines.planner import plan_load
-    from eagle3_nb.io.checkpoint import Checkpoint, load_target_info
-    from eagle3_nb.probe import adapters, stubs
+    import importlib
 
-    version = adapters.engine_version(engine)
+    from eagle3_nb.engines import engine as registered, resolve_engine, stubs
+    from eagle3_nb.engines.planner import plan_load
+    from eagle3_nb.engines.probing import BuildError, engine_version
+    from eagle3_nb.io.checkpoint import Checkpoint, load_target_info
+
+    adapter = registered(engine).probe
+    if not adapter:
+        from eagle3_nb.errors import Eagle3NbError
+        raise Eagle3NbError(f"the kit has no probe adapter for {engine}", "--engine",
+                            "inspect answers from the profiles without one")
+    version = engine_version(engine)
     ckpt = Checkpoint.open(path)
     cfg = ckpt.config
     target = load_target_info(target_config) if target_config else None
@@ -107,9 +114,10 @@ def probe_checkpoint(path: str | Path, engine: str,
     weights = read_weights(ckpt)
     notes: list[str] = []
     target_path = Path(target_config) if target_config else None
+    stubs.install()
     try:
-        built = adapters.BUILDERS[engine](ckpt.path, target_path, profile.d2t_param)
-    except adapters.BuildError as exc:  # the engine refused this draft at startup
+        built = importlib.import_module(adapter).build(ckpt.path, target_path, profile.d2t_param)
+    except BuildError as exc:  # the engine refused this draft at startup
         obs = Observation([], [], {}, build_error=str(exc)[:500])
         diffs = compare(plan, obs)
         return ProbeResult(engine, version, profile.key, not profile.based_on, "", obs, diffs,

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from eagle3_nb.errors import Eagle3NbError, OutputExistsError
-from eagle3_nb.engines import resolve_engines
+from eagle3_nb.engines import engines, resolve_engines
 from eagle3_nb.engines.advice import next_step
 from eagle3_nb.findings import CODES, SEVERITY_ORDER, SUMMARY_VERSION
 from eagle3_nb.config import draft_marker, token_id_list
@@ -785,9 +785,11 @@ def build_summary(opts: ReportOptions, steps: list[Step], hashes: dict[str, Any]
 
 # ----------------------------------------------------------------------------- demo
 
-# The release whose loader drops layers0-flat's `layers.0.*` keys silently (the story the demo
-# tells), beside each engine's newest, which serve it.
-DEMO_ENGINES = ("sglang==0.5.9", "sglang==0.5.23", "vllm==0.33")
+def demo_engines() -> list[str]:
+    """The releases the demo answers for: each engine's `demo_releases` (the release whose loader
+    drops layers0-flat's `layers.0.*` keys silently, the story the demo tells), then its newest."""
+    return [f"{e.name}=={r}" for e in engines().values()
+            for r in dict.fromkeys((*e.demo_releases, e.newest))]
 
 
 def run_demo(out: Path = Path("reports/demo"), progress: Callable[[str], None] | None = None,
@@ -800,7 +802,7 @@ def run_demo(out: Path = Path("reports/demo"), progress: Callable[[str], None] |
         raise Eagle3NbError("bundled samples not found", str(samples),
                             "run `make samples` (python -m eagle3_nb.samples)")
     opts = ReportOptions(checkpoint=draft, out=Path(out), target=samples / "target",
-                         engines=list(DEMO_ENGINES), overwrite=True, fail_on="never",
+                         engines=demo_engines(), overwrite=True, fail_on="never",
                          command=["eagle3-nb", "demo", "--out", str(out)])
     return run_report(opts, progress, kernel_name)
 

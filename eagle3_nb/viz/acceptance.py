@@ -229,14 +229,18 @@ def headline_html(result_or_stats, display: bool = False) -> HTMLString:
     n, k = d["n_verify_steps"], d["num_steps"]
     _, _, accepted = _counts(d)
     cond = d["conditional_acceptance"]
+    names = d.get("engine_figure_names") or {}
     rows = [
-        ("accept length (SGLang)", fmt_num(d["mean_accept_length"]) + _pm(d),
+        (_label("accept length", names, "mean_accept_length"),
+         fmt_num(d["mean_accept_length"]) + _pm(d),
          f"(accepted + bonus) / verify steps = ({accepted} + {n}) / {n}; range 1 to {k + 1}; "
          "± one standard error, prompts as the sampling unit"),
-        ("Mean acceptance length (vLLM)", fmt_num(d["vllm_mean_acceptance_length"]),
+        (_label("mean acceptance length", names, "mean_acceptance_length"),
+         fmt_num(d["mean_acceptance_length"]),
          f"1 + accepted / drafts = 1 + {accepted} / {n}; the same number here (engines differ "
          "only in what they average over)"),
-        ("per-position acceptance α_i (vLLM)", _rates(d["per_position_acceptance"]),
+        (_label("per-position acceptance α_i", names, "per_position_acceptance"),
+         _rates(d["per_position_acceptance"]),
          "P(draft token i accepted): steps that accepted token i / all verify steps"),
         ("conditional acceptance", _rates(cond),
          "P(token i accepted | tokens before it accepted): where draft quality decays; "
@@ -289,9 +293,13 @@ def teacher_forced_html(scores: list[dict[str, Any]], display: bool = False) -> 
         "trained wiring's or below."), display)
 
 
+def _label(figure: str, names: dict[str, str], key: str) -> str:
+    return f"{figure} ({names[key]})" if names.get(key) else figure
+
+
 def _number_rows(d: dict[str, Any]) -> dict[str, float | None]:
-    rows = {"accept length (SGLang)": d["mean_accept_length"],
-            "Mean acceptance length (vLLM)": d["vllm_mean_acceptance_length"]}
+    rows = {"accept length": d["mean_accept_length"],
+            "mean acceptance length": d["mean_acceptance_length"]}
     rows.update({f"α{i + 1}": v for i, v in enumerate(d["per_position_acceptance"])})
     rows.update({f"conditional {i + 1}": v for i, v in enumerate(d["conditional_acceptance"])})
     return rows

@@ -365,8 +365,7 @@ def entries_table_html(mapping, tokenizer=None, n_first: int = 12, max_rows: int
              "i + d2t[i] (offsets)<br>what engines compute" if has_abs
              else "target id<br>what engines compute (no d2t: i)"]
     titles = ["the draft model's output index", "the stored offset",
-              "target_id = draft_id + d2t[draft_id]: SGLang hot_token_id, vLLM "
-              "draft_id_to_target_id"]
+              "target_id = draft_id + d2t[draft_id]: what the engines' loaders compute"]
     if has_abs:
         heads.append("d2t[i] read as<br>an absolute id")
         titles.append("what the table would mean if absolute ids had been stored")

@@ -19,27 +19,19 @@ import importlib.machinery
 import sys
 import types
 
-# top-level name -> why it is stubbed (shown in the probe's output)
-STUBS: dict[str, str] = {
-    "sgl_kernel": "SGLang's CUDA kernel package (no CPU build); kernels are never called while "
-                  "loading weights",
-    "flashinfer": "CUDA attention kernels (no CPU build)",
-    "deep_gemm": "CUDA GEMM kernels (no CPU build)",
-    "torchvision": "the registry's torchvision builds do not load against the CPU torch "
-                   "(operator torchvision::nms does not exist); only multimodal image "
-                   "transforms import it",
-    "vllm._C": "vLLM's compiled CUDA ops (the wheel's .so needs libcuda)",
-    "vllm._moe_C": "vLLM's compiled MoE ops (needs libcuda)",
-    "vllm.vllm_flash_attn": "vLLM's flash-attention build (needs libcuda)",
-}
+from eagle3_nb.engines.registry import engines
 
-# torch.ops namespace -> op names a layer's __init__ looks up (never calls) when the compiled
-# extension that registers them is stubbed above; each answers with a stand-in. vllm
-# [0.26.0-0.30.0] model_executor/layers/activation.py SiluAndMul.__init__ binds
-# torch.ops._C.silu_and_mul on CPU too (the op comes from vllm._C, stubbed); 0.31.0 binds it on
-# POWERPC CPUs only, releases before 0.26.0 on CUDA/XPU only. The adapter installs these only
-# for those releases.
-TORCH_OPS: dict[str, tuple[str, ...]] = {"_C": ("silu_and_mul",)}
+# top-level name -> why it is stubbed (shown in the probe's output): every engine's list, since one
+# engine's import chain may reach another's compiled packages (sglang before 0.5.8 imports vllm)
+STUBS: dict[str, str] = {}
+
+
+def _all_stubs() -> dict[str, str]:
+    if not STUBS:
+        for found in engines().values():
+            STUBS.update(found.probe_stubs)
+    return STUBS
+
 
 _used: list[str] = []
 
@@ -116,19 +108,21 @@ _finder: _Finder | None = None
 
 
 def install(names: tuple[str, ...] | None = None) -> None:
-    """Answer the listed names (all of STUBS by default) with stubs, ahead of real packages."""
+    """Answer the listed names (every engine's stubs by default) with stubs, ahead of real
+    packages."""
     global _finder
     if _finder is not None:
         return
-    _finder = _Finder(tuple(names or STUBS))
+    _finder = _Finder(tuple(names or _all_stubs()))
     sys.meta_path.insert(0, _finder)
 
 
-def install_torch_ops() -> None:
-    """Placeholders for the TORCH_OPS that no loaded extension registered."""
+def install_torch_ops(ops: dict[str, tuple[str, ...]]) -> None:
+    """Placeholders for the torch.ops (namespace -> names) that no loaded extension registered:
+    ops a layer's __init__ looks up, but never calls, when the extension is stubbed."""
     import torch
 
-    for namespace, names in TORCH_OPS.items():
+    for namespace, names in ops.items():
         space = getattr(torch.ops, namespace)
         for name in names:
             try:
@@ -140,9 +134,9 @@ def install_torch_ops() -> None:
             label = f"torch.ops.{namespace}.{name}"
             if label not in _used:
                 _used.append(label)
-            STUBS.setdefault(label, "op of a stubbed compiled extension, looked up by a layer's "
+            _all_stubs().setdefault(label, "op of a stubbed compiled extension, looked up by a layer's "
                                     "__init__, never called while loading weights")
 
 
 def used() -> list[dict[str, str]]:
-    return [{"module": name, "why": STUBS[name]} for name in _used]
+    return [{"module": name, "why": _all_stubs()[name]} for name in _used]

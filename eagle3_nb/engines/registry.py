@@ -1,0 +1,162 @@
+"""The engine registry: one `Engine` record per folder of eagle3_nb/engines/.
+
+Each engine folder (engines/sglang/, engines/vllm/, ...) registers one record in its
+`__init__.py` with everything that engine means to the kit; the generic code asks the registry
+and never names an engine. A new engine is a new folder: `engines()` finds every subpackage of
+this package and imports it once (docs/adding-an-engine.md).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from eagle3_nb.engines.profile import EngineProfile, release_key
+from eagle3_nb.errors import EngineSpecError
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Reader:
+    """One format an engine reports its acceptance in (a log, metrics text, JSON).
+
+    `can_read(text)` looks for the format's signature; `read(text, source, **options)` returns
+    an ObservedMetrics (eagle3_nb.observation). JSON readers take the parsed value instead.
+    Readers are tried by rank over every engine: logs (0) before metrics text (1)."""
+    name: str
+    kind: str                                  # "text" or "json"
+    rank: int
+    can_read: Callable[[Any], bool]
+    read: Callable[..., Any]
+    signature: str = ""                        # what the format looks like, for error messages
+
+
+@dataclass(frozen=True)
+class LaunchDialect:
+    """How the engine's serving command reads (engines/launch.py applies it)."""
+    starts: Callable[[str], bool]              # the joined words start this engine's server
+    parse: Callable[[list[str]], Any]          # words -> LaunchSettings
+    checks: Callable[..., list[tuple]]   # (launch, cfg, profile, ev) -> [(code, sev, msg, ev)]
+    draft_tensor_parallel: Callable[[Any], int | None]
+    tensor_parallel_fix: str                   # the way out of a draft TP size that fails
+    tensor_parallel_cite: str                  # where the engine asserts the draft's TP sizes
+    example: str                               # a command, for error messages
+    # the drafting settings in the engine's own words, for help texts and notes
+    setting_names: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str                                  # the --engine name
+    title: str                                 # how people write it
+    repository: str                            # owner/name of the upstream repository
+    releases: tuple[tuple[str, str], ...]      # every published release with EAGLE-3, and its date
+    read: tuple[str, str]                      # newest release whose code was read, date read
+    profiles: tuple[EngineProfile, ...]
+    folder: Path
+    bugs: tuple = ()                           # engines.bugs.KnownBug records
+    launch: LaunchDialect | None = None
+    drafting_rule: Callable[..., Any] | None = None  # engines.drafting.default_drafting's rule
+    flag_advice: Callable[..., list] | None = None   # (summary data, its profiles) -> rows
+    source: str = ""                           # the release whose files the advice cites
+    draft_rope: dict = field(default_factory=dict)
+    tree_drafting: dict = field(default_factory=dict)
+    readers: tuple[Reader, ...] = ()
+    observe: Any = None                        # the module with measure() and server_args()
+    probe: str = ""                            # the probe adapter's module (imported by probe)
+    probe_stubs: dict[str, str] = field(default_factory=dict)  # modules stubbed, and why
+    notes: dict[str, str] = field(default_factory=dict)   # cited facts the checks quote
+    package: str = ""                          # the pip distribution ("": the name)
+    # releases the demo report answers for beside the newest (report.run.demo_engines)
+    demo_releases: tuple[str, ...] = ()
+    # what the engine calls the kit's figures (ObservedMetrics fields), for labels
+    figure_names: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.package:
+            object.__setattr__(self, "package", self.name)
+
+    @property
+    def newest(self) -> str:
+        return self.releases[-1][0]
+
+    def data(self, name: str) -> Path:
+        return self.folder / "data" / name
+
+
+_ENGINES: dict[str, Engine] = {}
+_FOUND = False
+
+
+def register(engine: Engine) -> Engine:
+    """Called once by each engine folder's __init__."""
+    if engine.name in _ENGINES and _ENGINES[engine.name] is not engine:
+        raise ValueError(f"engine {engine.name!r} registered twice")
+    if not engine.releases or not engine.profiles:
+        raise ValueError(f"engine {engine.name!r} has no releases or no profiles")
+    if any(p.name != engine.name for p in engine.profiles):
+        raise ValueError(f"engine {engine.name!r} holds another engine's profile")
+    if release_key(engine.read[0]) > release_key(engine.newest):
+        raise ValueError(f"engine {engine.name!r} read {engine.read[0]}, after its newest release")
+    _ENGINES[engine.name] = engine
+    return engine
+
+
+def engines() -> dict[str, Engine]:
+    """Every registered engine by name, in name order; the folders are imported on first use."""
+    global _FOUND
+    if not _FOUND:
+        _FOUND = True
+        for info in pkgutil.iter_modules([str(HERE)]):
+            if info.ispkg and not info.name.startswith("_"):
+                importlib.import_module(f"{__package__}.{info.name}")
+    return dict(sorted(_ENGINES.items()))
+
+
+def names() -> tuple[str, ...]:
+    return tuple(engines())
+
+
+def engine(name: str, where: str | None = "--engine") -> Engine:
+    """The engine called NAME, or an error that names the nearest ones."""
+    found = engines()
+    key = str(name).strip().lower()
+    if key in found:
+        return found[key]
+    near = difflib.get_close_matches(key, list(found), n=2, cutoff=0.5)
+    hint = f"did you mean {' or '.join(near)}? " if near else ""
+    raise EngineSpecError(f"no engine called {str(name)[:40]!r}", where,
+                          f"{hint}known: {', '.join(found)}")
+
+
+def title(name: str) -> str:
+    """'vllm' -> 'vLLM'; a name no engine has stays as it is."""
+    return _ENGINES[name].title if name in engines() else name
+
+
+def readers(kind: str) -> list[tuple[Engine, Reader]]:
+    """Every engine's readers of one kind ("text" or "json"), in the order they are tried."""
+    found = [(e, r) for e in engines().values() for r in e.readers if r.kind == kind]
+    return sorted(found, key=lambda pair: (pair[1].rank, pair[0].name))
+
+
+def figure_names() -> dict[str, str]:
+    """'mean_accept_length' -> "SGLang's accept len": each figure in every engine's own words."""
+    out: dict[str, list[str]] = {}
+    for e in engines().values():
+        for figure, name in e.figure_names.items():
+            out.setdefault(figure, []).append(f"{e.title}'s {name}")
+    return {figure: ", ".join(names) for figure, names in out.items()}
+
+
+def setting_names(setting: str) -> str:
+    """'num_steps' -> 'SGLang --speculative-num-steps, vLLM num_speculative_tokens': one drafting
+    setting in each engine's own words, for help texts."""
+    out = [f"{e.title} {e.launch.setting_names[setting]}" for e in engines().values()
+           if e.launch and setting in e.launch.setting_names]
+    return ", ".join(out)

@@ -1,0 +1,28 @@
+"""SGLang (sgl-project/sglang): everything the kit knows about it, registered as one Engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eagle3_nb.engines.registry import Engine, register
+from eagle3_nb.engines.sglang import (advice, bugs, drafting, launch, metrics, observe, profiles,
+                                  releases)
+
+ENGINE = register(Engine(
+    name="sglang", title="SGLang", repository="sgl-project/sglang",
+    releases=releases.RELEASES, read=("0.5.23", "2026-11-29"),
+    profiles=profiles.PROFILES, folder=Path(__file__).resolve().parent, bugs=bugs.BUGS,
+    launch=launch.DIALECT, drafting_rule=drafting.default_rule, flag_advice=advice.flag_rows,
+    source=advice.SRC, draft_rope=profiles.DRAFT_ROPE, tree_drafting=profiles.TREE_DRAFTING,
+    demo_releases=("0.5.9",),  # drops layers0-flat's layers.0.* keys silently (profiles.py)
+    readers=metrics.READERS, figure_names=metrics.FIGURE_NAMES, observe=observe, probe="eagle3_nb.engines.sglang.probe",
+    probe_stubs={
+        "sgl_kernel": "SGLang's CUDA kernel package (no CPU build); kernels are never called "
+                      "while loading weights",
+        "flashinfer": "CUDA attention kernels (no CPU build)",
+        "deep_gemm": "CUDA GEMM kernels (no CPU build)",
+        "torchvision": "the registry's torchvision builds do not load against the CPU torch "
+                       "(operator torchvision::nms does not exist); only multimodal image "
+                       "transforms import it",
+    },
+))
