@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 KERNEL := eagle3-nb
 
-.PHONY: setup test test-fast demo samples train-samples bench clean engine-env test-engines engine-truth lab
+.PHONY: setup test test-fast demo samples train-samples bench clean engine-env test-engines engine-truth lab release-intake
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,12 +17,12 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
-# The probe's real-engine tests need side environments with SGLang 0.5.23 and vLLM 0.33.0
+# The probe's real-engine tests need side environments with SGLang 0.5.23 and vLLM 0.34.0
 # (about 40 s each from a warm pip cache, 2.3 GB); when one cannot be built here, its tests
 # skip and say why.
 test: $(STAMP)
 	-tools/engine_env.sh sglang 0.5.23
-	-tools/engine_env.sh vllm 0.33.0
+	-tools/engine_env.sh vllm 0.34.0
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # No notebooks, no model runs: the header path, engines, viz, the rules of the house.
@@ -69,18 +69,24 @@ VERSION ?= 0.5.23
 engine-env: $(STAMP)
 	tools/engine_env.sh $(ENGINE) $(VERSION)
 
-# The probe against the real engines (sets up sglang 0.5.23 and vllm 0.33.0 side envs first).
+# The probe against the real engines (sets up sglang 0.5.23 and vllm 0.34.0 side envs first).
 test-engines: $(STAMP)
 	tools/engine_env.sh sglang 0.5.23
-	tools/engine_env.sh vllm 0.33.0
+	tools/engine_env.sh vllm 0.34.0
 	EAGLE3NB_ENGINE_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_probe.py
 
 # Every profiled release the probe can install, over every bundled sample draft.
 # One release per profile range whose engine imports on this CPU torch (sglang 0.4.x does not:
 # docs/engine-truth.md); each side environment is built first when missing (~30 s, ~1 GB).
-TRUTH_ENGINES ?= sglang==0.5.23,sglang==0.5.16,sglang==0.5.12.post1,sglang==0.5.9,sglang==0.5.7,vllm==0.33,vllm==0.29.0,vllm==0.24.0,vllm==0.21.0,vllm==0.18.1,vllm==0.11.0
+TRUTH_ENGINES ?= sglang==0.5.23,sglang==0.5.16,sglang==0.5.12.post1,sglang==0.5.9,sglang==0.5.7,vllm==0.34.0,vllm==0.33,vllm==0.29.0,vllm==0.24.0,vllm==0.21.0,vllm==0.18.1,vllm==0.11.0
 engine-truth: $(STAMP)
 	$(PY) tools/engine_truth.py --engines $(TRUTH_ENGINES) --out docs/engine-truth.md
+
+# A new engine release read from its wheel (tools/release_intake.py, docs/adding-a-release.md):
+# make release-intake ENGINE=vllm VERSION=0.35.0 [INTAKE_FLAGS=--write]. It proposes (a report
+# under .cache/intake/, staged tables); a person writes the profile.
+release-intake: $(STAMP)
+	$(PY) tools/release_intake.py $(ENGINE) $(VERSION) $(INTAKE_FLAGS)
 
 clean:
 	rm -rf $(VENV) reports

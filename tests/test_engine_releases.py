@@ -9,7 +9,7 @@ import pytest
 from test_engines import H, codes, flat_config, plan, speculators_config, target
 from eagle3_nb.engines import PROFILES, FIRST_EAGLE3, resolve_engine
 from eagle3_nb.engines.sglang import profiles as sglang_profiles
-from eagle3_nb.engines.planner import BUG_CONDITIONS
+from eagle3_nb.engines.planner import BUG_CONDITIONS, BUG_EFFECTS
 from eagle3_nb.engines.profile import earlier_range, release_key
 from eagle3_nb.engines import ENGINES, RELEASES
 
@@ -117,6 +117,7 @@ def test_vllm_gated_targets_by_model_type_before_0_22():
 def test_every_bug_names_a_condition_the_planner_knows_and_a_real_range():
     for bug in (b for e in ENGINES.values() for b in e.bugs):
         assert bug.condition in BUG_CONDITIONS, bug.id
+        assert bug.effect in ("", *BUG_EFFECTS) and bool(bug.effect) == bool(bug.effect_from)
         assert bug.engine in RELEASES and bug.cite and bug.symptom
         assert bug.fixed is None or release_key(bug.first) < release_key(bug.fixed), bug.id
 

@@ -97,7 +97,7 @@ def test_every_published_release_has_an_answer():
 
 @pytest.mark.parametrize("spec, based_on", [
     ("sglang==0.6.0", "sglang==0.5.23"), ("sglang==0.5.24", "sglang==0.5.23"),
-    ("vllm==0.34.0", "vllm==0.33"), ("vllm==0.40", "vllm==0.33")])
+    ("vllm==0.35.0", "vllm==0.34.0"), ("vllm==0.40", "vllm==0.34.0")])
 def test_a_release_no_profile_covers_is_answered_by_the_nearest_and_says_so(spec, based_on):
     """Never refused, never silent: the newest profile not after the release (else the oldest)
     answers, and every plan carries ENGINE_UNVERIFIED naming both."""
@@ -133,7 +133,7 @@ def test_malformed_engine_spec(spec):
 
 def test_no_engine_means_each_engines_newest_releases_and_all_means_every_range():
     newest = resolve_engines(None)
-    assert [p.range_text() for p in newest] == ["sglang 0.5.17 .. 0.5.23", "vllm 0.30.0 .. 0.33.0"]
+    assert [p.range_text() for p in newest] == ["sglang 0.5.17 .. 0.5.23", "vllm 0.34.0"]
     assert resolve_engines(["all"]) == list(PROFILES)
 
 
@@ -312,8 +312,24 @@ def test_specforge_output_of_layer_ids():
     raw = flat_config(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 15, 28]})
     s = plan("sglang==0.5.23", raw)
     assert s.aux.captured == [2, 16, 29] == s.aux.trained and s.verdict == "ok"
-    v = plan("vllm==0.33", raw)
-    assert v.aux.captured == [1, 15, 28] and "AUX_LAYER_CONVENTION" in codes(v)
+    v1 = plan("vllm==0.25.0", raw)  # model runner V1 where it runs: the nested ids, no offset
+    assert v1.aux.captured == [1, 15, 28] and "AUX_LAYER_CONVENTION" in codes(v1)
+    for release in ("vllm==0.33", "vllm==0.34.0"):  # V2, the default: the nested ids unread
+        v = plan(release, raw)
+        assert v.aux.source == "default" and v.aux.captured == [2, 16, 29], release
+        # the defaults of a 32-layer target happen to be what training used: said, not an error
+        bug = next(f for f in v.findings if f.code == "ENGINE_BUG")
+        assert bug.severity == "warning" and bug.evidence["applied_to_plan"]
+        assert v.verdict == "ok" and "AUX_LAYERS_DEFAULTED" in codes(v)
+    other = flat_config(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 10, 20]})
+    v = plan("vllm==0.34.0", other)
+    assert v.aux.captured == [2, 16, 29] and v.verdict == "silent_failure"
+    bug = next(f for f in v.findings if f.code == "ENGINE_BUG")
+    assert bug.severity == "error" and bug.evidence["config_line"] == \
+        '"eagle_aux_hidden_state_layer_ids": [2, 11, 21]'
+    assert "VLLM_USE_V2_MODEL_RUNNER=0 now stops startup" in bug.message
+    assert "VLLM_USE_V2_MODEL_RUNNER=0, whose model runner V1" in next(
+        f for f in plan("vllm==0.33", other).findings if f.code == "ENGINE_BUG").message
 
 
 def test_input_to_layer_ids_are_shifted_by_sglang_llama():
@@ -344,7 +360,8 @@ def test_gpt_oss_final_boundary_ids_are_served_from_sglang_0_5_17():
     assert s.aux.captured == [24, 30, 36] and s.verdict != "load_error", s.findings
     old = plan("sglang==0.5.16", raw, target=t)
     assert old.aux.captured == [25, 31] and old.verdict == "load_error"
-    assert plan("vllm==0.33", raw, target=t).aux.captured == [24, 30, 36]
+    assert plan("vllm==0.25.0", raw, target=t).aux.captured == [24, 30, 36]
+    assert plan("vllm==0.33", raw, target=t).aux.captured == [2, 18, 33]  # V2: nested ids unread
 
 
 def test_top_level_ids_in_flat_config_ignored_by_sglang():

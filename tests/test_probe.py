@@ -199,7 +199,7 @@ def test_cli_says_how_to_install_a_missing_engine(tmp_path):
 
 # ----------------------------------------------------------------------------- real engines
 
-RELEASES = {"sglang": "0.5.23", "vllm": "0.33.0"}
+RELEASES = {"sglang": "0.5.23", "vllm": "0.34.0"}
 VARIANTS = ("good", "layers0-flat", "good-speculators", "multilayer-flat")
 
 

@@ -568,6 +568,7 @@ def analyze_vllm(code: Code) -> VllmRule:
     if from_n_predict and not re.search(
             r"n_predict = getattr\(draft_model_config\.hf_config, 'n_predict', None\)", _norm(cls)):
         raise ParseFailure(f"{where}: n_predict read from somewhere other than the draft's hf_config")
+    from_n_predict = from_n_predict or _speculator_n_predict(code)
     if default is None and not required:
         raise ParseFailure(f"{where}: num_speculative_tokens defaults to None and nothing raises: "
                            "read what the engine does then")
@@ -588,6 +589,40 @@ def analyze_vllm(code: Code) -> VllmRule:
         tree_parts={"field": tree_field, "proposer": proposers, "backend": backends},
         default_tree="chain" if tree_field and chain_default else None,
         source=f"{config_path}:SpeculativeConfig", read=code.label)
+
+
+# Since 0.34.0 SpeculativeConfig hands the draft to a speculator config class; the draft-model
+# ones (EAGLE among them) take the n_predict fallback in DraftModelSpeculatorConfig.
+SPECULATOR_CONFIG = "vllm/v1/worker/gpu/spec_decode/speculator_config.py"
+EAGLE_SPECULATOR_CONFIG = "vllm/v1/worker/gpu/spec_decode/eagle/config.py"
+
+
+def _speculator_n_predict(code: Code) -> bool:
+    """The EAGLE speculator config inherits a resolve_num_speculative_tokens that defaults
+    num_speculative_tokens to the draft hf_config's n_predict."""
+    base, eagle = code.read(SPECULATOR_CONFIG), code.read(EAGLE_SPECULATOR_CONFIG)
+    if base is None or eagle is None:
+        return False
+    where = f"{code.label} {SPECULATOR_CONFIG}"
+    eagle_classes = [n for n in ast.parse(eagle).body if isinstance(n, ast.ClassDef)]
+    if any(isinstance(f, ast.FunctionDef) and f.name == "resolve_num_speculative_tokens"
+           for c in eagle_classes for f in c.body):
+        raise ParseFailure(f"{code.label} {EAGLE_SPECULATOR_CONFIG}: overrides resolve_num_speculative_tokens")
+    eagle_cls = next((c for c in eagle_classes if c.name == "EagleSpeculatorConfig"), None)
+    if eagle_cls is None or "DraftModelSpeculatorConfig" not in [_norm(b) for b in eagle_cls.bases]:
+        raise ParseFailure(f"{code.label} {EAGLE_SPECULATOR_CONFIG}: EagleSpeculatorConfig does not derive "
+                           "from DraftModelSpeculatorConfig")
+    draft_cls = next((n for n in ast.parse(base).body
+                      if isinstance(n, ast.ClassDef) and n.name == "DraftModelSpeculatorConfig"), None)
+    fn = next((f for f in (draft_cls.body if draft_cls else []) if isinstance(f, ast.FunctionDef)
+               and f.name == "resolve_num_speculative_tokens"), None)
+    if fn is None:
+        raise ParseFailure(f"{where}: no DraftModelSpeculatorConfig.resolve_num_speculative_tokens")
+    text = re.sub(r"\bspec\.", "", _norm(fn))
+    if not (re.search(r"n_predict = getattr\(draft_model_config\.hf_config, 'n_predict', None\)", text)
+            and re.search(r"if num_speculative_tokens is None:\s+num_speculative_tokens = n_predict\b", text)):
+        raise ParseFailure(f"{where}: resolve_num_speculative_tokens has a shape this tool does not know")
+    return True
 
 
 ANALYZE = {"sglang": analyze_sglang, "vllm": analyze_vllm}

@@ -648,25 +648,28 @@ def _function_summary(f: dict) -> str:
 
 # ---------------------------------------------------------------- graft a wheel
 
-def graft_wheel(git_dir: str, engine_name: str, wheel: str, tag: str, parent: str | None) -> str:
-    """Add a release from a wheel's Python files as one commit on top of its parent release."""
+def graft_wheel(git_dir: str, engine_name: str, wheel: str, tag: str, parent: str | None,
+                root: bool = False) -> str:
+    """Add a release from a wheel's Python files as one commit on top of its parent release
+    (root: as a first commit with no parent, e.g. in a scratch repository with no history)."""
     engine, repo = ENGINES[engine_name], Repo(git_dir)
     if not RELEASE_TAG.match(tag):
         raise SurveyError(f"not a release tag: {tag}")
     if repo.has_ref(f"refs/tags/{tag}"):
         raise SurveyError(f"tag exists already: {tag}")
-    parent = parent or _release_below(repo, tag)
-    if parent is None:
-        raise SurveyError(f"no release tag below {tag} to graft onto")
-    if not repo.has_ref(f"refs/tags/{parent}"):
+    parent = None if root else parent or _release_below(repo, tag)
+    if parent is None and not root:
+        raise SurveyError(f"no release tag below {tag} to graft onto (--root: graft it as a first commit)")
+    if parent is not None and not repo.has_ref(f"refs/tags/{parent}"):
         raise SurveyError(f"tag not found: {parent}")
     package = engine.name + "/"
     with tempfile.TemporaryDirectory() as tmp:
         stamp = _unpack_python_files(wheel, package, os.path.join(tmp, "tree", engine.package_dir))
         env = {"GIT_INDEX_FILE": os.path.join(tmp, "index"), "GIT_WORK_TREE": os.path.join(tmp, "tree")}
         target = engine.package_dir + package
-        _keep_executable_bits(repo, parent, target, env["GIT_WORK_TREE"])
-        repo.git("read-tree", parent, env=env)
+        if parent is not None:
+            _keep_executable_bits(repo, parent, target, env["GIT_WORK_TREE"])
+            repo.git("read-tree", parent, env=env)
         repo.git("rm", "--cached", "-r", "-q", "--ignore-unmatch", "--", f":(glob){target}**/*.py", env=env)
         repo.git("add", "-f", "--ignore-removal", "--", target, env=env)
         tree = repo.git("write-tree", env=env).strip()
@@ -674,8 +677,8 @@ def graft_wheel(git_dir: str, engine_name: str, wheel: str, tag: str, parent: st
     when = {"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp,
             "GIT_AUTHOR_NAME": "engine_survey", "GIT_AUTHOR_EMAIL": "engine_survey@localhost",
             "GIT_COMMITTER_NAME": "engine_survey", "GIT_COMMITTER_EMAIL": "engine_survey@localhost"}
-    parent_commit = repo.git("rev-parse", parent + "^{commit}").strip()
-    commit = repo.git("commit-tree", tree, "-p", parent_commit, stdin=message, env=when).strip()
+    parents = ["-p", repo.git("rev-parse", parent + "^{commit}").strip()] if parent else []
+    commit = repo.git("commit-tree", tree, *parents, stdin=message, env=when).strip()
     repo.git("update-ref", f"refs/tags/{tag}", commit)
     return commit
 
@@ -728,6 +731,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--graft-wheel", metavar="WHEEL", help="add --tag from this wheel instead")
     parser.add_argument("--tag", help="with --graft-wheel: the release tag to create")
     parser.add_argument("--parent", help="with --graft-wheel: parent tag (default: the release below)")
+    parser.add_argument("--root", action="store_true",
+                        help="with --graft-wheel: a first commit with no parent (a scratch repository)")
     return parser.parse_args(argv)
 
 
@@ -737,7 +742,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.graft_wheel:
             if not args.tag:
                 raise SurveyError("--graft-wheel needs --tag")
-            print(graft_wheel(args.git_dir, args.engine, args.graft_wheel, args.tag, args.parent))
+            print(graft_wheel(args.git_dir, args.engine, args.graft_wheel, args.tag, args.parent,
+                              args.root))
             return 0
         report = run_survey(args.git_dir, args.engine, args.since, args.until, args.history_branch,
                             args.pre_releases)

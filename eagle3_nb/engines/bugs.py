@@ -5,7 +5,12 @@ Each bug names the first affected release and the first fixed one (None: not fix
 surveyed release), the condition under which a draft is affected (a name the planner evaluates:
 planner.BUG_CONDITIONS), the symptom, and the upstream issue or PR. Behaviour that a profile
 field already models (a flag not read, ids not read, fc width) is not repeated here. Ranges come
-from the release survey (docs/engine-survey.md): the code at the tags on both sides."""
+from the release survey (docs/engine-survey.md): the code at the tags on both sides.
+
+A bug whose effect the planner can apply (`effect`, a planner.BUG_EFFECTS key) changes the plan
+itself from `effect_from` on (the release where the buggy path is what the engine runs by
+default), so the plan and the bug finding never disagree. `ways_out` gives the way out by
+release, when it changes (an option a later release removed)."""
 
 from __future__ import annotations
 
@@ -25,6 +30,18 @@ class KnownBug:
     severity: str
     symptom: str
     cite: str
+    effect: str = ""                          # planner.BUG_EFFECTS key, "" for none
+    effect_from: str | None = None            # first release whose plan applies the effect
+    ways_out: tuple[tuple[str, str], ...] = ()  # (first release, the way out from it), oldest first
+
+    def way_out(self, version: str) -> str:
+        """The way out in this release ("" when the entry names none)."""
+        found = [text for since, text in self.ways_out if release_key(since) <= release_key(version)]
+        return found[-1] if found else ""
+
+    def applies_effect(self, version: str) -> bool:
+        return bool(self.effect) and self.effect_from is not None and \
+            release_key(self.effect_from) <= release_key(version)
 
 
 def affects(bug: KnownBug, version: str) -> bool:

@@ -110,7 +110,7 @@ def plan_load(profile: EngineProfile, cfg: DraftConfig, shapes: dict[str, tuple[
     ctx.report_fc(aux, fc_ckpt)
     ctx.report_flags()
     ctx.report_context()
-    ctx.report_known_bugs()
+    ctx.report_known_bugs(aux)
     return LoadPlan(profile, keys, unloaded, aux, ctx.num_aux() * cfg.Ht, fc_ckpt, ctx.flags,
                     ctx.findings, ctx.params)
 
@@ -269,6 +269,9 @@ BUG_CONDITIONS = {
     and any("MiniMaxM2" in a for a in c.target.architectures),
     "no_d2t": lambda c: not any(split_key(k).canonical == "d2t" for k in c.shapes),
 }
+
+# What a known bug does to the plan, where the bug applies its effect (KnownBug.effect)
+BUG_EFFECTS = ("nested_aux_ids_ignored",)  # aux ids are not read from eagle_config
 
 
 class _Ctx:
@@ -580,7 +583,10 @@ class _Ctx:
         L = target.num_hidden_layers if target else None
         family = target.family if target else "llama"
         configured, source = None, "default"
-        for src in p.aux_id_sources:
+        sources = p.aux_id_sources
+        if self.bug_effect("nested_aux_ids_ignored"):
+            sources = tuple(s for s in sources if s != "eagle_config")
+        for src in sources:
             ids = cfg.aux_layer_ids_nested if src == "eagle_config" else cfg.aux_layer_ids_top
             if ids:
                 configured, source = list(ids), src
@@ -709,8 +715,9 @@ class _Ctx:
                 differs = plan.trained is not None and plan.captured is not None and \
                     plan.trained != plan.captured
                 sev = ERROR if differs else (INFO if plan.captured is not None else WARNING)
-                where = ("only from " + "/".join(p.aux_id_sources) if p.aux_id_sources
-                         else "from no config at all")
+                read = [s for s in p.aux_id_sources if s != "eagle_config"
+                        or not self.bug_effect("nested_aux_ids_ignored")]
+                where = "only from " + "/".join(read) if read else "from no config at all"
                 self.add("AUX_LAYERS_DEFAULTED", sev, f"the engine reads aux ids "
                          f"{where}, but this config declares them at {declared.source}: the target "
                          f"captures the defaults [2, L//2, L-3]"
@@ -759,17 +766,39 @@ class _Ctx:
                      fc_in=engine_in)
 
     # --- known bugs --------------------------------------------------------------------------
-    def report_known_bugs(self) -> None:
+    def active_bugs(self) -> list:
+        """The known bugs of this release whose condition this draft meets."""
+        return [b for b in bugs_in(self.p) if affects(b, self.p.version)
+                and BUG_CONDITIONS[b.condition](self)]
+
+    def bug_effect(self, effect: str) -> bool:
+        return any(b.effect == effect and b.applies_effect(self.p.version)
+                   for b in self.active_bugs())
+
+    def report_known_bugs(self, aux: AuxPlan) -> None:
         p = self.p
-        for bug in bugs_in(p):
-            if not affects(bug, p.version):
-                continue
-            if not BUG_CONDITIONS[bug.condition](self):
-                continue
+        for bug in self.active_bugs():
             fix = f"fixed in {p.name} {bug.fixed}" if bug.fixed else "not fixed in any surveyed release"
-            self.add("ENGINE_BUG", bug.severity, f"{bug.id} ({p.name} {bug.first} up to "
-                     f"{bug.fixed or 'now'}): {bug.symptom}; {fix}", bug=bug.id,
-                     fixed_in=bug.fixed, cite=bug.cite)
+            way_out = bug.way_out(p.version)
+            severity = bug.severity
+            if bug.applies_effect(p.version):
+                # the plan already says what the engine does; the bug says why, and how out
+                harmful = aux.trained is not None and aux.captured is not None and \
+                    aux.trained != aux.captured
+                severity = ERROR if harmful else WARNING
+            line = self.effect_fix(bug, aux)
+            self.add("ENGINE_BUG", severity, f"{bug.id} ({p.name} {bug.first} up to "
+                     f"{bug.fixed or 'now'}): {bug.symptom}"
+                     + (f"; way out in {p.name} {p.version}: {way_out}" if way_out else "")
+                     + (f"; for this draft: {line}" if line else "") + f"; {fix}", bug=bug.id,
+                     fixed_in=bug.fixed, cite=bug.cite, applied_to_plan=bug.applies_effect(
+                         p.version), way_out=way_out or None, config_line=line or None)
+
+    def effect_fix(self, bug, aux: AuxPlan) -> str:
+        """The config line that undoes a bug's effect for this draft, "" when none is known."""
+        if bug.effect != "nested_aux_ids_ignored" or not aux.trained:
+            return ""
+        return f'"eagle_aux_hidden_state_layer_ids": {aux.trained}'
 
     # --- config flags ------------------------------------------------------------------------
     def report_flags(self) -> None:

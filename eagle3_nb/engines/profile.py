@@ -205,6 +205,17 @@ def is_plain_release(text: str) -> bool:
     return not re.search(r"dev|rc|a|b", m.group(2)) and "+" not in str(text)
 
 
+def later_range(prev: EngineProfile, first: str, last: str, evidence: str,
+                cites: dict[str, str], **changes) -> EngineProfile:
+    """The profile of the range after `prev`, read in its own code (EVIDENCE): `prev` with the
+    fields that changed, each cited (a change without a citation is refused)."""
+    uncited = [f for f in changes if f not in cites]
+    if uncited:
+        raise ValueError(f"{prev.name} {first}..{last}: no citation for {uncited}")
+    return replace(prev, version=last, covers=(first, last), cites={**prev.cites, **cites},
+                   evidence=evidence, **changes)
+
+
 def earlier_range(prev: EngineProfile, first: str, last: str, cites: dict[str, str],
                   **changes) -> EngineProfile:
     """The profile of the range before `prev`: `prev` with the fields that differ there, each

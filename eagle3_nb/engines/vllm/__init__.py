@@ -10,7 +10,7 @@ from eagle3_nb.engines.vllm import (advice, bugs, drafting, launch, metrics, obs
 
 ENGINE = register(Engine(
     name="vllm", title="vLLM", repository="vllm-project/vllm",
-    releases=releases.RELEASES, read=("0.33.0", "2026-11-29"),
+    releases=releases.RELEASES, read=("0.34.0", "2026-12-03"),
     profiles=profiles.PROFILES, folder=Path(__file__).resolve().parent, bugs=bugs.BUGS,
     launch=launch.DIALECT, drafting_rule=drafting.default_rule, flag_advice=advice.flag_rows,
     source=advice.SRC, draft_rope=profiles.DRAFT_ROPE,

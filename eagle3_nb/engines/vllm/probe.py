@@ -39,6 +39,16 @@ def cpu_platform_compat() -> None:
         return
 
 
+def triton_check_compat() -> None:
+    """vllm [0.34.0] platforms/cpu.py CpuPlatform.check_and_update_config raises "vLLM on x86
+    CPUs requires Triton (triton-cpu)" unless vllm.triton_utils.HAS_TRITON (a Triton with a CPU
+    backend). Building a draft and running its load_weights never launches a Triton kernel, so
+    the probe answers that check with True; nothing else reads the flag after import."""
+    if release_key(engine_version("vllm")) < release_key("0.34.0"):
+        return
+    importlib.import_module("vllm.triton_utils").HAS_TRITON = True
+
+
 def _prepare() -> None:
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     if release_key("0.26.0") <= release_key(engine_version("vllm")) < release_key("0.31.0"):
@@ -87,6 +97,7 @@ def build(draft: Path, target: Path | None, d2t_param: str) -> Built:
 
     raw = json.loads((draft / "config.json").read_text())
     target_dir, notes = _vllm_target_dir(target, raw)
+    triton_check_compat()
     try:
         target_cfg = cfg_mod.ModelConfig(model=target_dir, tokenizer=target_dir,
                                          dtype="float32", skip_tokenizer_init=True,

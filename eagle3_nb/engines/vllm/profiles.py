@@ -1,4 +1,4 @@
-"""vLLM profiles: every release from 0.8.5 (the first with EAGLE-3) to 0.33.0 in contiguous ranges.
+"""vLLM profiles: every release from 0.8.5 (the first with EAGLE-3) to 0.34.0 in contiguous ranges.
 
 The 0.33.0 profile was read in full (docs/speculators-and-vllm.md, code of the
 0.33.0 wheel). The older ranges come from a field-by-field survey of every release tag: the code
@@ -11,24 +11,30 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from eagle3_nb.engines.profile import AS_IS, EngineProfile, FlagRule, earlier_range, release_key
+from eagle3_nb.engines.profile import (AS_IS, EngineProfile, FlagRule, earlier_range, later_range,
+                                       release_key)
 
 # registry.py _SPECULATIVE_DECODING_MODELS: EAGLE-3 draft names served by llama_eagle3, with the
 # release that registered each (the release survey, docs/engine-facts-vllm.md)
-_LLAMA_DRAFT_NAMES = (("0.11.1", "Eagle3Qwen2_5vlForCausalLM"), ("0.12.0", "Eagle3Qwen3vlForCausalLM"),
-                      ("0.20.0", "Eagle3MiniMaxM2ForCausalLM"), ("0.22.0", "PEagleDraftModel"),
-                      ("0.22.0", "PeagleLlamaForCausalLM"))
+# (first release, first release without it or None, name); P-EAGLE's names left the registry in
+# 0.34.0 (registry.py [0.33.0] L698-699; absent in 0.34.0)
+_LLAMA_DRAFT_NAMES = (("0.11.1", None, "Eagle3Qwen2_5vlForCausalLM"),
+                      ("0.12.0", None, "Eagle3Qwen3vlForCausalLM"),
+                      ("0.20.0", None, "Eagle3MiniMaxM2ForCausalLM"),
+                      ("0.22.0", "0.34.0", "PEagleDraftModel"),
+                      ("0.22.0", "0.34.0", "PeagleLlamaForCausalLM"))
 
 
 def _llama_drafts(release: str) -> dict[str, str]:
     """The architecture names that reach llama_eagle3 in this release."""
+    key = release_key(release)
     return {"LlamaForCausalLMEagle3": "llama_eagle3.Eagle3LlamaForCausalLM",
             "Eagle3LlamaForCausalLM": "llama_eagle3.Eagle3LlamaForCausalLM",
             # EAGLEConfig prefixes "Eagle3" to a name that lacks it (configs/eagle.py)
             "LlamaForCausalLM": "prefixed to Eagle3LlamaForCausalLM",
             **{name: "llama_eagle3.Eagle3LlamaForCausalLM (registry alias)"
-               for since, name in _LLAMA_DRAFT_NAMES
-               if release_key(since) <= release_key(release)}}
+               for since, until, name in _LLAMA_DRAFT_NAMES
+               if release_key(since) <= key and (until is None or key < release_key(until))}}
 
 
 VLLM_0_33 = EngineProfile(
@@ -108,8 +114,8 @@ VLLM_0_33 = EngineProfile(
 _READ = FlagRule(True, {"flat": False, "speculators": False})
 _NOT_READ = FlagRule(False, {"flat": False, "speculators": False})
 VLLM_MLA_0_25 = replace(
-    VLLM_0_33, covers=("0.25.0", "0.33.0"),
-    evidence="deepseek_eagle3.py read at 0.18.0, 0.22.0, 0.25.0 and 0.33.0",
+    VLLM_0_33, covers=("0.25.0", "0.34.0"),
+    evidence="deepseek_eagle3.py read at 0.18.0, 0.22.0, 0.25.0 and 0.33.0; unchanged in 0.34.0",
     architectures={"Eagle3DeepseekV2ForCausalLM": "deepseek_eagle3.Eagle3DeepseekV2ForCausalLM",
                    "Eagle3DeepseekV3ForCausalLM": "alias of Eagle3DeepseekV2ForCausalLM"},
     draft_attention="mla",
@@ -345,9 +351,35 @@ VLLM_0_8_5 = earlier_range(
     ignored_unknown_suffixes=(),
 )
 
+# 0.34.0, read in its wheel against 0.33.0 (tools/release_intake.py, then the changed files by
+# hand): model runner V1 and its aux-id lookup
+# are deleted, and P-EAGLE left the registry. Unchanged: llama_eagle3.py / qwen3_eagle3.py /
+# deepseek_eagle3.py key handling (P-EAGLE's mask_hidden is now skipped with a warning),
+# configs/eagle.py, speculators/algos.py update_eagle3, the (2, L//2, L-3) default
+# (interfaces.py SupportsEagle3.get_eagle3_default_aux_hidden_state_layers).
+VLLM_0_34 = later_range(
+    VLLM_0_33,
+    "0.34.0", "0.34.0", "code of the 0.34.0 wheel: the files that differ from 0.33.0 read in full",
+    {"aux_id_sources": "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py "
+     "get_eagle3_aux_layers_from_config [0.34.0]: top-level eagle_aux_hidden_state_layer_ids, "
+     "dflash_config/dspark/target_layer_ids (+1), eagle_config['layer_ids']; never "
+     "eagle_config.eagle_aux_hidden_state_layer_ids (V1's gpu_model_runner.py, which read it, "
+     "is deleted); configs/eagle.py EAGLEConfig does not lift eagle_config keys to the top level",
+     "aux_ids": "eagle3_utils.py get_eagle3_aux_layers_from_config, else the target's "
+     "get_eagle3_default_aux_hidden_state_layers (interfaces.py: 2, L//2, L-3) [0.34.0]; "
+     "EagleModelMixin sorts and de-duplicates; no offset",
+     "architectures": "models/registry.py [0.34.0]: PEagleDraftModel, PeagleLlamaForCausalLM "
+     "and PeagleQwen3ForCausalLM removed; speculators/algos.py update_peagle raises "
+     "'P-EAGLE (parallel drafting EAGLE-3) is not supported.'"},
+    aux_id_sources=("top_level",),
+    architectures={**_llama_drafts("0.34.0"),
+                   "Eagle3Qwen3ForCausalLM": "qwen3_eagle3.Eagle3Qwen3ForCausalLM",
+                   "Qwen3ForCausalLM": "prefixed to Eagle3Qwen3ForCausalLM"},
+)
+
 PROFILES = (VLLM_0_8_5, VLLM_0_9_0, VLLM_0_9_1, VLLM_0_10_1, VLLM_0_10_2, VLLM_0_11_0,
             VLLM_0_11_1, VLLM_0_12, VLLM_0_16, VLLM_0_18, VLLM_0_19, VLLM_0_20, VLLM_0_22,
-            VLLM_0_24, VLLM_0_25, VLLM_0_33)
+            VLLM_0_24, VLLM_0_25, VLLM_0_33, VLLM_0_34)
 
 # How the EAGLE-3 draft rotates its q/k: from the draft's own config
 # (speculative_config.draft_model_config.hf_config), never the target's. The Llama draft
