@@ -379,3 +379,35 @@ def test_the_report_lists_disagreements_and_a_probe_that_ran():
     assert ("probe: 1 of 3 bundled drafts agree with the nearest profile (vllm==0.33), 1 differ, "
             "**1 probe errors** (first: `RuntimeError: boom`)") in text
     assert "profile-field markers: not run (no kit)" in text and "- **nan-head** on vllm 1.2" in text
+
+
+# ---------------------------------------------------------------- re-reading a release taken in
+
+def test_the_tables_as_of_a_release_end_there_with_their_last_ranges_open():
+    capture = ri.capture_as_of(shipped("vllm", "capture.json"), "0.33.0")
+    assert capture["releases"][-1] == "0.33.0"
+    for arch, ranges in capture["architectures"].items():
+        assert ranges[-1]["until"] is None, arch
+        assert all(ri.version_key(r["from"]) <= ri.version_key("0.33.0") for r in ranges), arch
+    drafting = ri.drafting_as_of(shipped("vllm", "drafting.json"), "0.33.0")
+    assert list(drafting["releases"])[-1] == "0.33.0"
+
+
+def test_merging_onto_the_tables_before_a_release_rebuilds_the_shipped_ones():
+    """What the check of a release taken in relies on: the merge inverts the truncation, and a
+    planted difference in the rebuilt table is reported."""
+    kit, drafting = shipped("vllm", "capture.json"), shipped("vllm", "drafting.json")
+    merged, _ = ri.merge_capture(ri.capture_as_of(kit, "0.33.0"), kit, "0.33.0", "0.34.0", "test")
+    rules = drafting["releases"]
+    rebuilt, _ = ri.merge_drafting(ri.drafting_as_of(drafting, "0.33.0"), rules["0.33.0"],
+                                   rules["0.34.0"], "0.33.0", "0.34.0", "test")
+    assert ri.reproduction_differences(merged, rebuilt, kit, drafting, "0.34.0") == []
+    merged["architectures"]["LlamaForCausalLM"][-1]["rule"] = "plus_one"
+    found = ri.reproduction_differences(merged, rebuilt, kit, drafting, "0.34.0")
+    assert len(found) == 1 and "LlamaForCausalLM" in found[0]
+
+
+def test_writing_a_release_taken_in_is_refused(tmp_path):
+    with pytest.raises(ri.IntakeError, match="in the kit's tables already"):
+        ri.intake("vllm", "0.34.0", None, str(tmp_path), str(tmp_path / "s"),
+                  str(tmp_path / "r.md"), True, True, True, log=lambda line: None)

@@ -578,6 +578,10 @@ def _summary(r: dict) -> list[str]:
             if flips is not None else f"- profile-field markers: not run ({r['markers'].get('error')})"]
     out += [f"- probe: {_probe_line(r['probe'])}",
             f"- proposed releases.py line: `(\"{r['version']}\", \"{r['wheel_date']}\")` (wheel build date)", ""]
+    if "reproduced" in r:
+        out += [f"- {r['version']} is in the kit's tables already (nothing merged): rebuilt from "
+                "the wheels they " + ("**differ**:" if r["reproduced"] else "are the same")]
+        out += [f"  - {d}" for d in r["reproduced"]]
     if disagree:
         out += ["### Disagreements with the kit's tables", ""] + [f"- {d}" for d in disagree] + [""]
     return out
@@ -697,9 +701,22 @@ def _next(r: dict) -> list[str]:
 
 # ---------------------------------------------------------------- the whole intake
 
+def taken_in(engine: str, version: str) -> str | None:
+    """The release before VERSION in the kit's tables when VERSION is already taken in (the
+    intake then re-reads it and checks the tables), else None."""
+    releases = kit_table(engine, "capture.json")["releases"]
+    if version not in releases or releases.index(version) == 0:
+        return None
+    return releases[releases.index(version) - 1]
+
+
 def intake(engine: str, version: str, base: str | None, cache: str, staging: str, report_path: str,
            write: bool, skip_env: bool, skip_probe: bool, log=print) -> tuple[dict, int]:
-    base = base or newest_read(engine)
+    before = taken_in(engine, version)
+    if before is not None and write:
+        raise IntakeError(f"{engine} {version} is in the kit's tables already: run without --write "
+                          "to check them against its wheel")
+    base = base or before or newest_read(engine)
     if version_key(version) <= version_key(base):
         raise IntakeError(f"{engine} {version} is not newer than {base}, the newest release read")
     command = f"python tools/release_intake.py {engine} {version}" + (" --write" if write else "")
@@ -733,6 +750,59 @@ def code_changes(git_dir: str, engine: str, old: str, new: str) -> dict:
             "markers": marker_flips(git_dir, engine, old, new, touched)}
 
 
+def capture_as_of(table: dict, release: str) -> dict:
+    """The capture table as an intake left it when RELEASE was its newest release."""
+    out, key = copy.deepcopy(table), version_key(release)
+    out["releases"] = [r for r in out["releases"] if version_key(r) <= key]
+    for arch in list(out["architectures"]):
+        ranges = _ranges_as_of(out["architectures"][arch], key)
+        if ranges:
+            out["architectures"][arch] = ranges
+        else:
+            del out["architectures"][arch]
+    for fact in out["engine_facts"]:
+        fact["ranges"] = _ranges_as_of(fact["ranges"], key)
+    return out
+
+
+def _ranges_as_of(ranges: list[dict], key: tuple) -> list[dict]:
+    kept = [r for r in ranges if version_key(r["from"]) <= key]
+    if kept and kept[-1]["until"] is not None and version_key(kept[-1]["until"]) > key:
+        kept[-1]["until"] = None
+    return kept
+
+
+def drafting_as_of(table: dict, release: str) -> dict:
+    out, key = copy.deepcopy(table), version_key(release)
+    out["releases"] = {r: rule for r, rule in out["releases"].items() if version_key(r) <= key}
+    out["changes"] = [c for c in out["changes"] if version_key(c["release"]) <= key]
+    return out
+
+
+def reproduction_differences(capture: dict, drafting: dict, shipped_capture: dict,
+                             shipped_drafting: dict, release: str) -> list[str]:
+    """Where the tables rebuilt from the wheels differ from the kit's, up to RELEASE."""
+    mine, theirs = capture_as_of(capture, release), capture_as_of(shipped_capture, release)
+    out = [f"capture `{arch}`: rebuilt {mine['architectures'].get(arch)}, shipped "
+           f"{theirs['architectures'].get(arch)}"
+           for arch in sorted(set(mine["architectures"]) | set(theirs["architectures"]))
+           if _comparable(mine["architectures"].get(arch)) !=
+           _comparable(theirs["architectures"].get(arch))]
+    if mine["engine_facts"] != theirs["engine_facts"]:
+        out.append("capture engine_facts differ")
+    rebuilt, kept = drafting_as_of(drafting, release), drafting_as_of(shipped_drafting, release)
+    out += [f"drafting `{r}` differs" for r in sorted(set(rebuilt["releases"]) | set(kept["releases"]))
+            if rebuilt["releases"].get(r, {}) | {"read": ""} != kept["releases"].get(r, {}) | {"read": ""}]
+    return out
+
+
+def _comparable(ranges: list[dict] | None) -> list[dict] | None:
+    """Ranges without the provenance an intake adds (its note, the commit that added a class)."""
+    if ranges is None:
+        return None
+    return [{k: v for k, v in r.items() if k not in ("note", "added_by")} for r in ranges]
+
+
 def _added_removed(old: set[str], new: set[str]) -> dict:
     return {"added": sorted(new - old), "removed": sorted(old - new)}
 
@@ -741,11 +811,17 @@ def stage_tables(git_dir: str, engine: str, base: str, version: str, wheels: tup
                  command: str, report: dict, log) -> tuple[dict, dict]:
     """Both merged tables (and the capture page), written to STAGING; their deltas go to REPORT."""
     scratch = ct.build_table(git_dir, engine, "v" + base, "v" + version, keep_all=True, command=command)
-    capture, report["capture"] = merge_capture(kit_table(engine, "capture.json"), scratch, base, version,
-                                               command)
+    kit_capture, kit_drafting = kit_table(engine, "capture.json"), kit_table(engine, "drafting.json")
+    check = version in kit_capture["releases"]
+    if check:  # re-reading a release taken in: merge onto the tables as they were before it
+        kit_capture, kit_drafting = capture_as_of(kit_capture, base), drafting_as_of(kit_drafting, base)
+    capture, report["capture"] = merge_capture(kit_capture, scratch, base, version, command)
     rules = [dd.ANALYZE[engine](dd.WheelCode(w)).as_json() for w in wheels]
-    drafting, report["drafting"] = merge_drafting(kit_table(engine, "drafting.json"), rules[0], rules[1], base,
+    drafting, report["drafting"] = merge_drafting(kit_drafting, rules[0], rules[1], base,
                                                   version, command)
+    if check:
+        shipped = kit_table(engine, "capture.json"), kit_table(engine, "drafting.json")
+        report["reproduced"] = reproduction_differences(capture, drafting, *shipped, version)
     report["drafting"]["rule"] = rules[1]
     staged = [write_json_atomic(capture, os.path.join(staging, "capture.json"), False),
               write_json_atomic(drafting, os.path.join(staging, "drafting.json"), True),
@@ -756,7 +832,7 @@ def stage_tables(git_dir: str, engine: str, base: str, version: str, wheels: tup
 
 def finish(report: dict, capture: dict, drafting: dict, write: bool, report_path: str, log) -> int:
     """--write when nothing disagrees; the report and its data. The exit status."""
-    status = 0
+    status = 1 if report.get("reproduced") else 0
     if write:
         blocked = report["capture"]["disagreements"] + report["drafting"]["disagreements"]
         if blocked:

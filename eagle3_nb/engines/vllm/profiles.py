@@ -370,7 +370,17 @@ VLLM_0_34 = later_range(
      "EagleModelMixin sorts and de-duplicates; no offset",
      "architectures": "models/registry.py [0.34.0]: PEagleDraftModel, PeagleLlamaForCausalLM "
      "and PeagleQwen3ForCausalLM removed; speculators/algos.py update_peagle raises "
-     "'P-EAGLE (parallel drafting EAGLE-3) is not supported.'"},
+     "'P-EAGLE (parallel drafting EAGLE-3) is not supported.'",
+     # fields kept whose code moved (the release intake flags them): where they live now
+     "capture_switch": "v1/worker/gpu/spec_decode/speculator_config.py "
+     "_resolve_checkpoint_config_class [0.34.0]: with no method given, eagle/config.py "
+     "Eagle3SpeculatorConfig.matches ('eagle3' in the draft path, after 'eagle-' for EAGLE-1)",
+     "embed": "v1/worker/gpu/spec_decode/eagle/utils.py maybe_share_target_embed and "
+     "_should_share [0.34.0]: the target's embed_tokens / lm_head unless the checkpoint has its "
+     "own that differs (or either is a packed quantized weight, new in 0.34.0)",
+     "missing": "the draft is built by the default loader and load_weights returns the loaded "
+     "names (llama_eagle3.py [0.34.0], as in 0.33.0); eagle3-nb probe on 0.34.0: 24 bundled "
+     "drafts agree"},
     aux_id_sources=("top_level",),
     architectures={**_llama_drafts("0.34.0"),
                    "Eagle3Qwen3ForCausalLM": "qwen3_eagle3.Eagle3Qwen3ForCausalLM",
