@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--launch", metavar="COMMAND_OR_FILE",
                      help="the serving command as you run it, or a file holding it: its "
                           "speculative settings are checked against the draft")
+    ins.add_argument("--log", metavar="FILE",
+                     help="the engine's server log or a traceback: its release (when --engine is "
+                          "not given), arguments and exceptions join the answer")
     ins.add_argument("--stats-budget", type=_size, default="1G", metavar="BYTES",
                      help="bytes of tensor data the statistics scan may read (default 1G)")
     ins.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -140,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--launch", metavar="COMMAND_OR_FILE",
                      help="the serving command as you run it, or a file holding it: its settings "
                           "are checked against the draft (notebook 00)")
+    rep.add_argument("--log", metavar="FILE",
+                     help="the engine's server log or a traceback: its release answers when "
+                          "--engine is not given; notebook 00 explains its exceptions")
     rep.add_argument("--device", choices=["cpu", "cuda"])
     rep.add_argument("--out", metavar="DIR", help="output directory (default reports/<checkpoint "
                      "dir name>); must not exist or be empty")
@@ -188,6 +194,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also write the figures as JSON, for --observed of accept and report")
     obs.add_argument("--json", action="store_true", help="print the figures as JSON")
     obs.set_defaults(func=cmd_observe)
+
+    lg = sub.add_parser("log", help="what the engine's own log or traceback says: its release, "
+                        "its resolved arguments, its exceptions explained or said to be unknown")
+    lg.add_argument("file", help="the server's log, or a saved traceback")
+    lg.add_argument("--engine", metavar="NAME[==VERSION]",
+                    help="the engine (and release) when the log does not name them")
+    lg.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    lg.set_defaults(func=cmd_log)
 
     nbs = sub.add_parser("notebooks", help="copy the five notebooks into a new directory, to open "
                          "in Jupyter (their default paths still name the bundled samples)")
@@ -243,7 +257,7 @@ def cmd_inspect(args) -> int:
 
     result = inspect_checkpoint(args.path, args.engine, args.target_config,
                                 stats=not args.no_stats, stats_budget=args.stats_budget,
-                                launch=args.launch)
+                                launch=args.launch, log=args.log)
     data = result.to_json()
     if args.json:
         sys.stdout.write(json_text(data) + "\n")
@@ -302,6 +316,13 @@ def _emit(args, data: dict, render) -> int:
     else:
         print(render(data))
     return EXIT_FINDINGS if any(f["severity"] == "error" for f in data["findings"]) else EXIT_OK
+
+
+def cmd_log(args) -> int:
+    from eagle3_nb.checks.log import check_log
+    from eagle3_nb.viz.text import log_text
+
+    return _emit(args, check_log(args.file, args.engine).to_json(), log_text)
 
 
 def cmd_accept(args) -> int:
@@ -399,7 +420,8 @@ def cmd_report(args) -> int:
         hidden_states=path(args.hidden_states), engines=args.engine,
         target_config=path(args.target_config), tokenizer=path(args.tokenizer),
         corpus=path(args.corpus), prompts=path(args.prompts), observed=args.observed,
-        launch=args.launch, device=args.device, num_steps=args.num_steps, topk=args.topk,
+        launch=args.launch, log=path(args.log), device=args.device, num_steps=args.num_steps,
+        topk=args.topk,
         num_draft_tokens=args.num_draft_tokens, wiring=args.wiring,
         extra=dict(args.parameter), fail_on=args.fail_on, overwrite=args.overwrite,
         command=["eagle3-nb", *args.argv])

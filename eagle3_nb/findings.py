@@ -44,6 +44,7 @@ CODES: dict[str, str] = {
     "EMBED_DIFFERS": "the draft's own embed_tokens are not the target's",
     "DRAFT_DIFFERS": "a change from the known-good draft that matters (eagle3-nb diff)",
     "LAUNCH_SETTING": "the serving command runs this draft in a way that defeats it",
+    "LOG_UNRECOGNISED": "the engine's log shows an exception no signature of the kit explains",
     # vocabulary mapping (d2t / t2d)
     "D2T_MISSING": "pruned draft vocab without a d2t table",
     "D2T_ABSOLUTE": "d2t holds absolute target ids instead of offsets",
@@ -147,6 +148,9 @@ NEXT_STEPS: dict[str, str] = {
     "TARGET_MISMATCH": "check that this draft was trained for this target (its config's sizes and "
                        "the verifier it names); retrain or pick the draft made for this target",
     "LAUNCH_SETTING": "change the serving command as the finding says ({engine})",
+    "LOG_UNRECOGNISED": "inspect the draft with the log (eagle3-nb inspect CKPT --log LOG "
+                        "--target-config TARGET): its findings may explain the exception; else "
+                        "change one serving setting at a time (the A/B plan) and compare",
     "DRAFT_DIFFERS": "read the side-by-side table: the change named is the first suspect",
     "EMBED_DIFFERS": "copy the target's embed_tokens into a converted copy of the draft, or drop "
                      "them so the engine shares the target's (engines that take the draft's own "

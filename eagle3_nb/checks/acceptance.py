@@ -241,8 +241,9 @@ def _engine_default(launch, observed, architecture: str | None,
 def _engine_version(engine: str, engines: list[str] | None, detected: str | None) -> str:
     """The release named for this engine (--engine NAME==VERSION), else the one the observed
     figure reveals, else the newest surveyed."""
-    from eagle3_nb.engines import engine as registered
-    named = [e.split("==", 1)[1] for e in engines or [] if e.lower().startswith(engine + "==")]
+    from eagle3_nb.engines import engine as registered, split_spec
+    named = [version for name, version in map(split_spec, (e for e in engines or [] if "==" in e))
+             if name == engine]
     if named:
         return named[-1]
     if detected and detected[0].isdigit():

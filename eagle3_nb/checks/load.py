@@ -19,7 +19,8 @@ from eagle3_nb.findings import (ERROR, INFO, SUMMARY_VERSION, Finding, engine_co
                                 sort_findings, verdict_line, verdicts)
 from eagle3_nb.io.checkpoint import Checkpoint, load_target_info
 from eagle3_nb.checks.target_match import embedding_findings, target_findings
-from eagle3_nb.engines.launch import launch_findings, read_launch
+from eagle3_nb.checks.log import check_log
+from eagle3_nb.engines.launch import launch_findings, launch_from_args, read_launch
 from eagle3_nb.layouts import Layout, SchemaRow, detect_layout, schema_diff, split_key
 from eagle3_nb.stats import scan_stats, stats_findings
 from eagle3_nb.vocab import VocabMapping
@@ -40,6 +41,7 @@ class Inspection:
     vocab: Any | None = None     # vocab.VocabMapping when tensor data was read
     compared_embeddings: bool = False  # the target's weights were at hand for embed_tokens
     launch: Any | None = None    # engines.launch.LaunchSettings when a command was given
+    log: Any | None = None       # checks.log.LogReading when a server log was given
 
     @property
     def findings(self) -> list[Finding]:
@@ -77,6 +79,7 @@ class Inspection:
             "engines": [p.to_json(extra_errors=global_errors) for p in self.plans],
             "findings": [f.to_json() for f in self.findings],
             "launch": None if self.launch is None else self.launch.to_json(),
+            "log": None if self.log is None else self.log.to_json(),
             "unchecked": self.unchecked(),
             "overall": self.overall(),
         }
@@ -120,10 +123,16 @@ class Inspection:
 def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
                        target_config: str | Path | None = None, stats: bool = True,
                        stats_budget: int = DEFAULT_STATS_BUDGET,
-                       launch: str | None = None) -> Inspection:
+                       launch: str | None = None, log: str | Path | None = None) -> Inspection:
+    """What each engine release does with the draft at PATH. LOG (the engine's server log or a
+    traceback) names the release when ENGINES does not, and its exceptions are explained."""
     ckpt = Checkpoint.open(path)
     cfg = ckpt.config
     target = load_target_info(target_config) if target_config else None
+    reading = check_log(log, engines[0] if engines and len(engines) == 1 else None,
+                        launch_checks=False) if log else None
+    if reading is not None and not engines and reading.profile:
+        engines = [reading.profile]
     profiles = resolve_engines(engines)
     shapes = {name: t.shape for name, t in ckpt.tensors.items()}
     plans = [plan_load(p, cfg, shapes, target) for p in profiles]
@@ -140,14 +149,18 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     else:
         findings += _vocab_presence_findings(ckpt, cfg)
     settings = read_launch(launch) if launch else None
+    if settings is None and reading is not None and reading.server_args:
+        settings = launch_from_args(reading.server_args)
     if settings is not None:
         findings += launch_findings(settings, cfg, [p.profile for p in plans])
+    if reading is not None:
+        findings += reading.findings
     weights_at = _target_weights_dir(target_config)
     if stats and weights_at is not None:
         findings += embedding_findings(ckpt, weights_at, plans)
     return Inspection(ckpt, cfg, detect_layout(list(shapes)), target, plans, schema,
                       stats_result, findings, vocab, compared_embeddings=weights_at is not None,
-                      launch=settings)
+                      launch=settings, log=reading)
 
 
 def _target_weights_dir(target_config: str | Path | None) -> Path | None:

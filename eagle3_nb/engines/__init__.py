@@ -75,6 +75,16 @@ def published_release(name: str, version: str) -> str | None:
     return next((r for r, _ in found.releases if release_key(r) == key), None) if found else None
 
 
+def split_spec(spec: str) -> tuple[str, str]:
+    """'NAME==VERSION' -> (name, version): the one place the kit reads an engine release."""
+    name, sep, version = str(spec).partition("==")
+    name, version = name.strip().lower(), version.strip()
+    if not sep or not name or not version:
+        raise EngineSpecError(f"engine {spec!r} is not NAME==VERSION", "--engine",
+                              f"for example sglang==0.5.23; known: {known_ranges()}")
+    return name, version
+
+
 def resolve_engine(spec: str) -> EngineProfile:
     """'NAME==VERSION' -> the profile for that release, its `version` set to the release.
 
@@ -82,11 +92,7 @@ def resolve_engine(spec: str) -> EngineProfile:
     rc build, an unknown post release) and a release no profile covers (newer than the survey)
     get the nearest profile, with `based_on` naming it so every plan warns; a release before the
     engine had EAGLE-3 also gets `eagle3_since`."""
-    name, sep, version = spec.partition("==")
-    name, version = name.strip().lower(), version.strip()
-    if not sep or not name or not version:
-        raise EngineSpecError(f"engine {spec!r} is not NAME==VERSION", "--engine",
-                              f"for example sglang==0.5.23; known: {known_ranges()}")
+    name, version = split_spec(spec)
     key = release_key(version)
     mine = list(engine(name).profiles)
     published = published_release(name, version)

@@ -58,6 +58,13 @@ def read_launch(text_or_file: str) -> LaunchSettings:
                       " or ".join(repr(e.launch.example) for e in known))
 
 
+def launch_from_args(args: dict[str, Any]) -> LaunchSettings:
+    """The settings a server showed (observe's server info, a log's resolved arguments)."""
+    fields = {k: args.get(k) for k in LaunchSettings.__dataclass_fields__
+              if k != "flags" and k in args}
+    return LaunchSettings(**fields)
+
+
 def names_a_file(text: str) -> bool:
     """Whether --launch names a file rather than holding the command (a long command is no
     file name: the OS refuses it, ENAMETOOLONG)."""

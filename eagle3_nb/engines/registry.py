@@ -51,6 +51,59 @@ class LaunchDialect:
 
 
 @dataclass(frozen=True)
+class Signature:
+    """A text the engine really prints (an exception, a warning, a log line), what it means and
+    what to do: data in the engine's folder (engines/<engine>/log.py), cited by where the text
+    comes from (the engine's file and function, the probe's run, or a public thread).
+
+    `pattern` is searched in an exception's "Type: message" (kind "error") or in each log line
+    (kind "line"); `frame`, when set, must match a frame's file. Named groups are evidence."""
+    id: str
+    pattern: str
+    code: str                                  # the kit finding it corresponds to ("": evidence)
+    severity: str
+    meaning: str                               # may use the pattern's named groups: {param}
+    next_step: str
+    source: str                                # where the text was read
+    first: str | None = None                   # releases that print it (None: open ended)
+    last: str | None = None
+    kind: str = "error"                        # "error" or "line"
+    frame: str = ""                            # searched in each frame's "file:line function"
+    ab_plan: bool = False                      # a crash the A/B plan narrows down
+
+    def covers(self, version: str | None) -> bool:
+        if version is None:
+            return True
+        key = release_key(version)
+        return (self.first is None or release_key(self.first) <= key) and \
+            (self.last is None or key <= release_key(self.last))
+
+
+@dataclass(frozen=True)
+class Toggle:
+    """One serving setting to change, alone, when a crash is unexplained: what it rules out if
+    the crash goes away. `read_in`: the releases whose flags table was read to find it."""
+    setting: str
+    rules_out: str
+    first: str
+    last: str | None
+    read_in: tuple[str, ...]
+
+    def covers(self, version: str | None) -> bool:
+        return Signature("", "", "", "", "", "", "", self.first, self.last).covers(version)
+
+
+@dataclass(frozen=True)
+class LogDialect:
+    """How the engine's server log reads (eagle3_nb.checks.log applies it)."""
+    mentions: Callable[[str], int]             # how many of the engine's own markers the text has
+    version: Callable[[str], str | None]       # the release the log names
+    server_args: Callable[[str], dict | None]  # the resolved arguments, as observe records them
+    signatures: tuple[Signature, ...] = ()
+    toggles: tuple[Toggle, ...] = ()           # the A/B plan, most telling first
+
+
+@dataclass(frozen=True)
 class Engine:
     name: str                                  # the --engine name
     title: str                                 # how people write it
@@ -68,6 +121,7 @@ class Engine:
     tree_drafting: dict = field(default_factory=dict)
     readers: tuple[Reader, ...] = ()
     observe: Any = None                        # the module with measure() and server_args()
+    log: LogDialect | None = None
     probe: str = ""                            # the probe adapter's module (imported by probe)
     probe_stubs: dict[str, str] = field(default_factory=dict)  # modules stubbed, and why
     notes: dict[str, str] = field(default_factory=dict)   # cited facts the checks quote

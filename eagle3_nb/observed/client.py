@@ -234,11 +234,9 @@ def server_launch_findings(args: dict[str, Any]) -> list:
     (else the engine's newest). The draft's own config is not at hand here, so the MLA check
     assumes a non-MLA draft only when it can read the draft path as a local directory."""
     from eagle3_nb.engines import newest_profiles, resolve_engine
-    from eagle3_nb.engines.launch import LaunchSettings, launch_findings
+    from eagle3_nb.engines.launch import launch_findings, launch_from_args
 
-    fields = {k: args.get(k) for k in LaunchSettings.__dataclass_fields__
-              if k not in ("flags",) and k in args}
-    launch = LaunchSettings(**fields)
+    launch = launch_from_args(args)
     version = args.get("version")
     profiles = ([resolve_engine(f"{launch.engine}=={version}")] if version else
                 [p for p in newest_profiles() if p.name == launch.engine])

@@ -59,7 +59,8 @@ OWN_OPTIONS = {"checkpoint": "the CHECKPOINT argument", "output_dir": "--out",
                "target_config": "--target-config", "tokenizer": "--tokenizer",
                "corpus": "--corpus", "prompts": "--prompts", "observed": "--observed",
                "device": "--device", "num_steps": "--num-steps", "wiring": "--wiring",
-               "launch": "--launch", "topk": "--topk", "num_draft_tokens": "--num-draft-tokens"}
+               "launch": "--launch", "topk": "--topk", "num_draft_tokens": "--num-draft-tokens",
+               "log": "--log"}
 HASHED_PARAMETERS = ("target_config", "tokenizer", "prompts", "corpus", "observed")
 HASH_BUDGET_BYTES = 4 << 30  # checkpoint bytes hashed before the report starts; the rest partly
 # What --overwrite may delete: only what a report writes (and an older notebook-01-only demo).
@@ -81,6 +82,7 @@ class ReportOptions:
     prompts: Path | None = None
     observed: str | None = None           # a metrics file or a number
     launch: str | None = None             # the serving command, or a file holding it
+    log: Path | None = None               # the engine's server log or a traceback
     device: str | None = None
     num_steps: int | None = None
     topk: int | None = None               # SGLang --speculative-eagle-topk (above 1: a tree)
@@ -306,6 +308,13 @@ def resolve_options(opts: ReportOptions) -> ReportOptions:
             setattr(o, name, _existing(value, f"--{name.replace('_', '-')}", "a file"))
     o.observed = _observed(o.observed)
     o.launch = _launch(o.launch)
+    if o.log is not None:
+        o.log = _existing(o.log, "--log", "a file")
+        if not o.engines:  # the release the log names answers for every notebook
+            from eagle3_nb.checks.log import check_log
+
+            reading = check_log(o.log)
+            o.engines = [reading.profile] if reading.profile else []
     if o.fail_on not in FAIL_ON:
         raise Eagle3NbError(f"--fail-on {o.fail_on!r}", "--fail-on", f"one of {FAIL_ON}")
     if o.device:
@@ -519,7 +528,7 @@ def unused_options(opts: ReportOptions, steps: list[Step] | None = None) -> list
     return [f"--{name.replace('_', '-')}" for name in ("observed", "num_steps", "topk",
                                                         "num_draft_tokens", "wiring",
                                                         "device", "corpus", "prompts",
-                                                        "hidden_states", "launch")
+                                                        "hidden_states", "launch", "log")
             if getattr(opts, name) is not None and name not in declared]
 
 
@@ -556,7 +565,7 @@ def report_values(opts: ReportOptions) -> dict[str, Any]:
             "target": path(opts.target), "hidden_states": path(opts.hidden_states),
             "corpus": path(opts.corpus),
             "prompts": None if opts.prompts is None else str(opts.prompts),
-            "observed": opts.observed, "launch": opts.launch or "",
+            "observed": opts.observed, "launch": opts.launch or "", "log": path(opts.log),
             "device": opts.device, "num_steps": opts.num_steps, "topk": opts.topk,
             "num_draft_tokens": opts.num_draft_tokens,
             "wiring": opts.wiring, "interactive": False}

@@ -14,8 +14,51 @@ OVERALL_TEXT = {"ok": "ok", "ok_as_far_as_checked": "ok as far as checked (see N
 
 
 def inspection_table(data: dict[str, Any], width: int = 110, show_info: bool = True) -> str:
-    lines = _header(data) + [""] + _engine_table(data) + [""] + _findings(data, width, show_info)
-    lines += _unchecked(data) + _overall(data)
+    lines = _header(data) + _log_line(data.get("log")) + [""] + _engine_table(data) + [""]
+    lines += _findings(data, width, show_info) + _unchecked(data) + _overall(data)
+    return printable("\n".join(lines))
+
+
+def _log_line(log: dict[str, Any] | None) -> list[str]:
+    if not log:
+        return []
+    who = (f"{log['engine']} {log['version'] or '(release unknown)'}"
+           if log["engine"] else "no engine recognised")
+    return [f"  log: {log['source']}: {who} (release from {log['version_source']}); "
+            f"{len(log['errors'])} exception(s)"]
+
+
+def log_text(data: dict[str, Any], width: int = 110) -> str:
+    """`eagle3-nb log`: what the engine's log says, errors first, then what it shows."""
+    lines = [f"log: {data['read']}"]
+    who = data["engine"] or "no engine recognised"
+    lines.append(f"  engine: {who}; release: {data['version'] or 'unknown'} "
+                 f"({data['version_source']})")
+    args = data.get("server_args")
+    if args:
+        shown = {k: args[k] for k in ("draft", "method", "num_steps", "topk", "num_draft_tokens",
+                                      "tensor_parallel", "cuda_graphs", "attention_backend",
+                                      "draft_attention_backend") if args.get(k) is not None}
+        lines.append(f"  arguments ({args['source']}): {shown}")
+    acc = data.get("acceptance")
+    if acc:
+        lines.append(f"  acceptance: accept length {acc.get('mean_accept_length')} "
+                     f"({acc.get('source')})")
+    lines += [""] + _findings({"findings": data["findings"], "engines": []}, width, True)
+    for f in data["findings"]:
+        step = f["evidence"].get("next_step")
+        frames = f["evidence"].get("frames")
+        if step or frames:
+            lines.append(f"  {f['code']} line {f['evidence'].get('line')}:"
+                         + (f" frames {' <- '.join(reversed(frames))};" if frames else "")
+                         + (f" next: {step}" if step else ""))
+    for e in data.get("evidence") or []:
+        lines.append(f"  line {e['line']}: {e['meaning']}")
+    if data.get("ab_plan"):
+        lines += ["", "A/B PLAN (change one at a time; if the crash goes away, it was what the "
+                      "setting rules out):"]
+        lines += [f"  {i}. {t['setting']}: rules out {t['rules_out']} ({t['releases']})"
+                  for i, t in enumerate(data["ab_plan"], 1)]
     return printable("\n".join(lines))
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from eagle3_nb.engines.registry import Engine, register
-from eagle3_nb.engines.sglang import (advice, bugs, drafting, launch, metrics, observe, profiles,
-                                  releases)
+from eagle3_nb.engines.sglang import (advice, bugs, drafting, launch, log, metrics, observe,
+                                      profiles, releases)
 
 ENGINE = register(Engine(
     name="sglang", title="SGLang", repository="sgl-project/sglang",
@@ -15,7 +15,8 @@ ENGINE = register(Engine(
     launch=launch.DIALECT, drafting_rule=drafting.default_rule, flag_advice=advice.flag_rows,
     source=advice.SRC, draft_rope=profiles.DRAFT_ROPE, tree_drafting=profiles.TREE_DRAFTING,
     demo_releases=("0.5.9",),  # drops layers0-flat's layers.0.* keys silently (profiles.py)
-    readers=metrics.READERS, figure_names=metrics.FIGURE_NAMES, observe=observe, probe="eagle3_nb.engines.sglang.probe",
+    log=log.DIALECT, readers=metrics.READERS, figure_names=metrics.FIGURE_NAMES, observe=observe,
+    probe="eagle3_nb.engines.sglang.probe",
     probe_stubs={
         "sgl_kernel": "SGLang's CUDA kernel package (no CPU build); kernels are never called "
                       "while loading weights",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from eagle3_nb.engines.registry import Engine, register
-from eagle3_nb.engines.vllm import (advice, bugs, drafting, launch, metrics, observe, profiles,
-                                  releases)
+from eagle3_nb.engines.vllm import (advice, bugs, drafting, launch, log, metrics, observe,
+                                    profiles, releases)
 
 ENGINE = register(Engine(
     name="vllm", title="vLLM", repository="vllm-project/vllm",
@@ -14,7 +14,8 @@ ENGINE = register(Engine(
     profiles=profiles.PROFILES, folder=Path(__file__).resolve().parent, bugs=bugs.BUGS,
     launch=launch.DIALECT, drafting_rule=drafting.default_rule, flag_advice=advice.flag_rows,
     source=advice.SRC, draft_rope=profiles.DRAFT_ROPE,
-    readers=metrics.READERS, figure_names=metrics.FIGURE_NAMES, observe=observe, probe="eagle3_nb.engines.vllm.probe",
+    log=log.DIALECT, readers=metrics.READERS, figure_names=metrics.FIGURE_NAMES, observe=observe,
+    probe="eagle3_nb.engines.vllm.probe",
     probe_stubs={
         "vllm._C": "vLLM's compiled CUDA ops (the wheel's .so needs libcuda)",
         "vllm._moe_C": "vLLM's compiled MoE ops (needs libcuda)",
