@@ -341,6 +341,8 @@ def cmd_accept(args) -> int:
     prompts = args.prompts or str(samples_dir() / "prompts.jsonl")
     if args.what_if or args.observed is not None:
         return _accept_what_if(args, prompts)
+    if args.engine and args.wiring == "trained":  # the named releases beside the trained figure
+        return _accept_what_if(args, prompts, ["trained", *args.engine])
     result = measure_acceptance(args.checkpoint, args.target, prompts, args.wiring,
                                 args.num_steps, args.max_new_tokens, args.n_samples, args.device,
                                 stop_at_eos=args.stop_at_eos, batch_size=args.batch_size,
@@ -364,17 +366,18 @@ def _se(se: float | None) -> str:
     return f" ± {se:.3f}" if se is not None else ""
 
 
-def _accept_what_if(args, prompts: str) -> int:
+def _accept_what_if(args, prompts: str, wirings: list[str] | None = None) -> int:
     from eagle3_nb.checks.acceptance import what_if
 
     report = what_if(args.checkpoint, args.target, prompts, args.observed, args.num_steps,
-                     args.max_new_tokens, args.n_samples, args.device,
+                     args.max_new_tokens, args.n_samples, args.device, wirings=wirings,
                      batch_size=args.batch_size, engines=args.engine, topk=args.topk,
                      num_draft_tokens=args.num_draft_tokens, launch=args.launch,
                      temperature=args.temperature)
     if args.json:
         sys.stdout.write(json_text(report) + "\n")
         return EXIT_OK
+    print(report["evidence"])
     print(f"{report['drafting']['label']} (from {report['drafting']['source']}), "
           f"{report['n_samples'] or 'every'} prompts, {report['max_new_tokens']} new tokens each; "
           "± one standard error by prompt")
@@ -384,9 +387,10 @@ def _accept_what_if(args, prompts: str) -> int:
         mal = "crashes" if row["error"] else f"{row['mean_accept_length']:.3f}"
         se = f"{row['standard_error']:.3f}" if row["standard_error"] is not None else ""
         versus = (row["vs_trained"] or {}).get("verdict") or ""
-        mark = {True: "consistent", False: "", None: ""}[row["consistent"]]
+        mark = "ruled out" if row["ruled_out"] else \
+            {True: "consistent", False: "", None: ""}[row["consistent"]]
         print(f"{row['wiring']:<30} {mal:>10} {se:>6} {versus:>17} {mark:>11}  "
-              f"{row['error'] or row['note']}")
+              f"{row['ruled_out'] or row['error'] or row['note']}")
     print(report["explanation"])
     return EXIT_OK
 

@@ -36,6 +36,7 @@ class WhatIfRow:
     consistent: bool | None = None     # within the agreement band of the observed figure
     # against the trained wiring on the same prompts: difference, its standard error, verdict
     vs_trained: dict[str, Any] | None = None
+    ruled_out: str | None = None       # why the checkpoint's own evidence excludes it
 
     @property
     def mean_accept_length(self) -> float | None:
@@ -54,7 +55,7 @@ class WhatIfRow:
                 "per_position_acceptance": stats["per_position_acceptance"] if stats else None,
                 "per_position_acceptance_se": (stats["per_position_acceptance_se"]
                                                if stats else None),
-                "vs_trained": self.vs_trained,
+                "vs_trained": self.vs_trained, "ruled_out": self.ruled_out,
                 "distance": self.distance, "consistent": self.consistent}
 
 
@@ -88,7 +89,8 @@ def run_what_if(draft, target, prompts, wirings: dict[str, Wiring],
         first = done[key]
         result = first.result and AcceptanceResult(wiring.name, drafting.num_steps,
                                                    first.result.samples, drafting)
-        rows.append(WhatIfRow(wiring, result, first.error))
+        error = first.error and first.error.replace(first.wiring.name, wiring.name)
+        rows.append(WhatIfRow(wiring, result, error))
     trained = next((r for r in rows if r.wiring.name == "trained"), None)
     for row in rows:
         row.vs_trained = compare_with(row, trained) if trained and row is not trained else None
@@ -132,14 +134,16 @@ def rank(rows: list[WhatIfRow], observed=None) -> list[WhatIfRow]:
         if target is None or mal is None:
             continue
         row.distance = abs(mal - target)
-        row.consistent = row.distance <= AGREEMENT_SE * (row.standard_error() or 0) + AGREEMENT_FLOOR
-    runnable = [r for r in rows if r.result is not None]
+        row.consistent = row.ruled_out is None and \
+            row.distance <= AGREEMENT_SE * (row.standard_error() or 0) + AGREEMENT_FLOOR
+    runnable = [r for r in rows if r.result is not None and r.ruled_out is None]
+    ruled_out = [r for r in rows if r.result is not None and r.ruled_out is not None]
     failed = [r for r in rows if r.result is None]
     if target is None:
         runnable.sort(key=_rank_without_observation(rows))
     else:
         runnable.sort(key=lambda r: (r.distance, _profile_distance(r, per_pos)))
-    return runnable + failed
+    return runnable + failed + ruled_out
 
 
 def _rank_without_observation(rows: list[WhatIfRow]):
@@ -151,6 +155,20 @@ def _rank_without_observation(rows: list[WhatIfRow]):
         level = trained.mean_accept_length if tied else row.mean_accept_length
         return (-level, row is not trained, -row.mean_accept_length)
     return key
+
+
+def rule_out(rows: list[WhatIfRow], d2t_format: str | None, d2t_valid: bool) -> None:
+    """Mark the hypotheses the checkpoint's own evidence excludes: with a d2t that holds valid
+    offsets, neither "d2t read as absolute ids" nor "no d2t" is a cause in itself (an engine
+    release that drops d2t is simulated as its own row)."""
+    if d2t_format != "offset" or not d2t_valid:
+        return
+    why = {"d2t_absolute": "the checkpoint's d2t holds valid offsets (eagle3-nb vocab)",
+           "d2t_none": "the checkpoint's d2t holds valid offsets; what each engine release does "
+                       "with it is that release's own row"}
+    for row in rows:
+        if row.wiring.name in why:
+            row.ruled_out = why[row.wiring.name]
 
 
 def indistinguishable_from_trained(rows: list[WhatIfRow]) -> list[str]:

@@ -24,7 +24,8 @@ from eagle3_nb.findings import ERROR, WARNING, Finding, collapses
 from eagle3_nb.model import as_engine_leaves
 from eagle3_nb.observed.metrics import parse_observed
 from eagle3_nb.session import NotInDump, engines_with, load_dump_run, load_for_run, read_prompts
-from eagle3_nb.whatif import at_floor, observed_accept_length, rank, run_what_if, what_if_json
+from eagle3_nb.whatif import (at_floor, observed_accept_length, rank, rule_out, run_what_if,
+                              what_if_json)
 
 
 @dataclass
@@ -43,12 +44,14 @@ class AcceptanceCheck:
     decode: Callable[[int], str] | None = None
     drafting: Drafting | None = None
     n_samples: int | None = None
+    evidence: str = ""                 # which engine evidence decided the wirings simulated
 
     def summary(self) -> dict[str, Any]:
         return {"checkpoint": self.checkpoint, "target": self.target,
                 "num_steps": self.num_steps, "max_new_tokens": self.max_new_tokens,
                 "drafting": self.drafting.to_json() if self.drafting else None,
                 "n_samples": self.n_samples, "settings": self.settings_line(),
+                "evidence": self.evidence,
                 "wiring": self.wiring,
                 "headline": self.result.stats() if self.result else None,
                 "compare": self.compare.stats() if self.compare else None,
@@ -83,9 +86,13 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
     obs = parse_observed(observed) if observed not in (None, "") else None
     drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch), obs,
                                 _architecture(target), engines, temperature)
+    named = bool(engines)
+    engines, evidence = evidence_engines(engines, _launch(launch), obs if what_if else None)
     check = AcceptanceCheck(str(checkpoint), str(target) if target else None,
                             drafting.num_steps, max_new_tokens, wiring, observed=obs,
-                            drafting=drafting, n_samples=n_samples)
+                            drafting=drafting, n_samples=n_samples, evidence=evidence)
+    if named and compare is None and len(engines) == 1 and wiring != engines[0]:
+        compare = engines[0]  # the release the user named is shown beside the trained figure
     if hidden_states:  # the target, if given, only lends its embeddings (as engines share them)
         check.teacher_forced = score_on_dumps(checkpoint, hidden_states, drafting.num_steps,
                                               None if what_if else [wiring], n_samples, device,
@@ -115,6 +122,7 @@ def _simulate_wirings(check, target, prompts, compare, n_samples, what_if, engin
     check.result = by_name[check.wiring].result
     compare = compare or _most_different(rows, check.wiring)
     check.compare = by_name[compare].result if compare else None
+    rule_out(rows, *_d2t_evidence(check.checkpoint))
     check.rows = rank(rows, check.observed) if what_if else []
     check.decode = _decoder(tgt)
 
@@ -366,15 +374,53 @@ def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path, obs
     obs = parse_observed(observed) if observed is not None else None
     drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch), obs,
                                 _architecture(target), engines, temperature)
+    engines, evidence = evidence_engines(engines, _launch(launch), obs)
     draft, tgt, presets = load_for_run(checkpoint, target,
                                        engines_with(engines, *(wirings or [])), device)
     unknown = [w for w in wirings or [] if w not in presets]
     if unknown:
         raise Eagle3NbError(f"unknown wiring(s) {unknown}", "wirings", f"one of: {', '.join(presets)}")
     chosen = {w: presets[w] for w in wirings} if wirings else presets
-    rows = rank(run_what_if(draft, tgt, read_prompts(prompts, tgt, n_samples), chosen,
-                            max_new_tokens=max_new_tokens, batch_size=batch_size,
-                            drafting=drafting), obs)
+    rows = run_what_if(draft, tgt, read_prompts(prompts, tgt, n_samples), chosen,
+                       max_new_tokens=max_new_tokens, batch_size=batch_size, drafting=drafting)
+    rule_out(rows, *_d2t_evidence(checkpoint))
+    rows = rank(rows, obs)
     return {"checkpoint": str(checkpoint), "num_steps": drafting.num_steps,
             "drafting": drafting.to_json(), "n_samples": n_samples,
-            "max_new_tokens": max_new_tokens, **what_if_json(rows, obs)}
+            "max_new_tokens": max_new_tokens, "evidence": evidence, **what_if_json(rows, obs)}
+
+
+def evidence_engines(engines: list[str] | None, launch, observed) -> tuple[list[str] | None, str]:
+    """The engine releases whose wirings a run simulates, and the line that says why.
+
+    A named release (--engine) decides. Else a release the observed figure states. Else, with
+    an observed figure to explain, every release range of the engine it names (of every engine
+    when it names none): the wirings are cheap, most ranges share one. Without an observed
+    figure, each engine's newest releases."""
+    from eagle3_nb.engines import engine as registered, engines as registered_all, resolve_engines
+
+    if engines:
+        return engines, f"engine release: {', '.join(engines)} (--engine)"
+    name = getattr(observed, "engine", None) or getattr(launch, "engine", None)
+    name = name if name in registered_all() else None
+    version = getattr(observed, "version_detected", None)
+    if name and version and version[0].isdigit():
+        return [f"{name}=={version}"], f"engine release: {name} {version} (the observed figure)"
+    if observed is None:
+        return None, ("engine release: not given, each engine's newest releases simulated "
+                      "(--engine NAME==VERSION, --launch or --observed with the engine's log "
+                      "decide it)")
+    ranges = [p.key for p in (registered(name).profiles if name else resolve_engines(["all"]))]
+    who = registered(name).title if name else "every engine"
+    return ranges, (f"your engine release is not known; these are the wirings that match: "
+                    f"{who}'s every release range (pass --engine NAME==VERSION to decide)")
+
+
+def _d2t_evidence(checkpoint: str | Path) -> tuple[str | None, bool]:
+    """(d2t format, valid) read from the checkpoint itself (eagle3-nb vocab's answer)."""
+    from eagle3_nb.io.checkpoint import Checkpoint
+    from eagle3_nb.vocab import VocabMapping
+
+    ckpt = Checkpoint.open(checkpoint)
+    mapping = VocabMapping.from_checkpoint(ckpt, ckpt.config)
+    return mapping.format, not mapping.problems
