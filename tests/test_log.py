@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -216,8 +217,8 @@ def _probe_texts(env: Path, engine: str) -> dict[str, str]:
             result = json.loads(line[2:])
             observed = result.get("observed") or {}
             text = observed.get("raised") or observed.get("build_error")
-            if text:
-                out[result["variant"]] = text
+            if text and re.search(r"\b\w*(?:Error|Exception): ", text):  # the engine's, not
+                out[result["variant"]] = text                             # the probe's words
     return out
 
 

@@ -67,6 +67,15 @@ _READ_TEXT = "read in the 0.5.9, 0.5.16 and 0.5.23 wheels"
 _ARCH_FIX = ('set the draft config\'s architectures to ["LlamaForCausalLMEagle3"] in a copy '
              "(eagle3-nb convert DRAFT NEW --engine sglang==VERSION)")
 SIGNATURES = (
+    Signature("sglang-speculators-config",
+              r"Unrecognized model in (?P<path>\S+?)\.? Should have a .model_type. key",
+              "LOAD_ERROR", ERROR, "the draft's config.json has no model_type: a speculators-"
+              "format config, which SGLang reads through transformers' AutoConfig and cannot "
+              "(it reads flat configs only)",
+              "convert a copy to the flat form: eagle3-nb convert DRAFT NEW --to eagle",
+              "transformers AutoConfig.from_pretrained, reached through SGLang's get_config; the "
+              "profiles' dialect_error; eagle3-nb probe on sglang 0.5.23 (the speculators "
+              "samples)", None, None),
     Signature("sglang-one-layer", r"EAGLE3 currently only supports 1 layer", "LOAD_ERROR", ERROR,
               "the draft has more than one decoder layer; this release builds exactly one",
               f"serve a one-layer draft, or SGLang {next_release(_ONE_LAYER[1])} or later "

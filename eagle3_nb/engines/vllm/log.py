@@ -103,6 +103,15 @@ _ARCH_FIX = ('set the draft config\'s architectures to ["Eagle3LlamaForCausalLM"
              "config says model_type deepseek_v3, which vLLM rewrites to the MTP head: give it "
              "deepseek_v2")
 SIGNATURES = (
+    Signature("vllm-speculators-config",
+              r"Unrecognized model in (?P<path>\S+?)\.? Should have a .model_type. key",
+              "LOAD_ERROR", ERROR, "the draft's config.json has no model_type: a speculators-"
+              "format config, which this release reads through transformers' AutoConfig and "
+              "cannot (speculators configs are read from 0.10.1, PR #21345)",
+              "convert a copy to the flat form (eagle3-nb convert DRAFT NEW --to eagle), or "
+              "serve with vLLM 0.10.1 or later",
+              "transformers AutoConfig.from_pretrained; the profiles' dialect_error",
+              *_releases(lambda p: bool(p.dialect_error))),
     Signature("vllm-unknown-key", r"There is no module or parameter named '(?P<param>[^']+)'",
               "LOAD_ERROR", ERROR,
               "the checkpoint has a tensor ({param}) this draft class has no parameter for, and "
