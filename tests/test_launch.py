@@ -93,3 +93,22 @@ def test_tensor_parallel_sizes_the_draft_cannot_be_sharded_by():
     assert not tp_findings(sglang + " --tp-size 2", "sglang==0.5.23")
     assert tp_findings(vllm_spec % "", "vllm==0.33")
     assert not tp_findings(vllm_spec % ', "draft_tensor_parallel_size": 1', "vllm==0.33")
+
+
+def test_a_bug_that_needs_the_serving_command_is_conditional_until_it_is_given():
+    """vLLM before 0.10.2 infers method 'eagle' from an 'eagle3-' path only when the
+    speculative config names no method: without the command the bug is said, as info; a
+    command that names the method removes it; one that does not makes it a warning."""
+    from eagle3_nb.checks.load import inspect_checkpoint
+
+    def bug(launch):
+        data = inspect_checkpoint(DRAFTS / "good", ["vllm==0.10.0"], stats=False,
+                                  launch=launch).to_json()
+        return [f for f in data["findings"] if f["evidence"].get("bug") ==
+                "survey:vllm-eagle3-path-as-eagle"]
+    (unknown,) = bug(None)
+    assert unknown["severity"] == "info" and "only if the serving command" in unknown["message"]
+    assert bug(VLLM.format(method="eagle3")) == []
+    spec = json.dumps({"model": "/ckpt/eagle3-draft", "num_speculative_tokens": 3})
+    (unset,) = bug(f"vllm serve /models/target --speculative-config '{spec}'")
+    assert unset["severity"] == "warning" and "names no method" in unset["message"]

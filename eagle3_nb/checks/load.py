@@ -7,16 +7,16 @@ safetensors checkpoint.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from eagle3_nb.config import DraftConfig, TargetInfo
 from eagle3_nb.engines import resolve_engines
 from eagle3_nb.engines.facts import CHECKS
-from eagle3_nb.engines.planner import LoadPlan, plan_load
-from eagle3_nb.findings import (ERROR, INFO, SUMMARY_VERSION, Finding, engine_codes, has_errors,
-                                sort_findings, verdict_line, verdicts)
+from eagle3_nb.engines.planner import NEEDS, LoadPlan, plan_load
+from eagle3_nb.findings import (ERROR, INFO, SUMMARY_VERSION, WARNING, Finding, engine_codes,
+                                has_errors, sort_findings, verdict_line, verdicts)
 from eagle3_nb.io.checkpoint import Checkpoint, load_target_info
 from eagle3_nb.checks.target_match import embedding_findings, target_findings
 from eagle3_nb.checks.log import check_log
@@ -153,6 +153,7 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
         settings = launch_from_args(reading.server_args)
     if settings is not None:
         findings += launch_findings(settings, cfg, [p.profile for p in plans])
+        _settle_launch_conditions(plans, settings)
     if reading is not None:
         findings += reading.findings
     weights_at = _target_weights_dir(target_config)
@@ -161,6 +162,21 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     return Inspection(ckpt, cfg, detect_layout(list(shapes)), target, plans, schema,
                       stats_result, findings, vocab, compared_embeddings=weights_at is not None,
                       launch=settings, log=reading)
+
+
+def _settle_launch_conditions(plans: list[LoadPlan], settings) -> None:
+    """Known bugs whose condition is the serving command's: with the command at hand, a bug
+    that needs an unset method goes when the command names one, and is a warning when not."""
+    for plan in plans:
+        kept = []
+        for f in plan.findings:
+            if f.evidence.get("needs") == "launch_method_unset":
+                if settings.method:
+                    continue
+                f = replace(f, severity=WARNING, message=f.message.replace(
+                    NEEDS["launch_method_unset"], "the serving command names no method: "))
+            kept.append(f)
+        plan.findings[:] = kept
 
 
 def _target_weights_dir(target_config: str | Path | None) -> Path | None:

@@ -33,6 +33,9 @@ class KnownBug:
     effect: str = ""                          # planner.BUG_EFFECTS key, "" for none
     effect_from: str | None = None            # first release whose plan applies the effect
     ways_out: tuple[tuple[str, str], ...] = ()  # (first release, the way out from it), oldest first
+    # evidence beyond the draft the condition needs ("launch_method_unset": the serving command
+    # names no method); without it the finding says it is conditional, as info
+    needs: str = ""
 
     def way_out(self, version: str) -> str:
         """The way out in this release ("" when the entry names none)."""

@@ -270,6 +270,9 @@ BUG_CONDITIONS = {
     "no_d2t": lambda c: not any(split_key(k).canonical == "d2t" for k in c.shapes),
 }
 
+# What a bug's condition needs beyond the draft (KnownBug.needs): said, not asserted, until given
+NEEDS = {"launch_method_unset": "only if the serving command names no method (not given: pass "
+                                "--launch to check): "}
 # What a known bug does to the plan, where the bug applies its effect (KnownBug.effect)
 BUG_EFFECTS = ("nested_aux_ids_ignored",)  # aux ids are not read from eagle_config
 
@@ -787,12 +790,16 @@ class _Ctx:
                     aux.trained != aux.captured
                 severity = ERROR if harmful else WARNING
             line = self.effect_fix(bug, aux)
+            condition = NEEDS.get(bug.needs, "")
+            if condition:
+                severity = INFO
             self.add("ENGINE_BUG", severity, f"{bug.id} ({p.name} {bug.first} up to "
-                     f"{bug.fixed or 'now'}): {bug.symptom}"
+                     f"{bug.fixed or 'now'}): {condition}{bug.symptom}"
                      + (f"; way out in {p.name} {p.version}: {way_out}" if way_out else "")
                      + (f"; for this draft: {line}" if line else "") + f"; {fix}", bug=bug.id,
                      fixed_in=bug.fixed, cite=bug.cite, applied_to_plan=bug.applies_effect(
-                         p.version), way_out=way_out or None, config_line=line or None)
+                         p.version), way_out=way_out or None, config_line=line or None,
+                     needs=bug.needs or None)
 
     def effect_fix(self, bug, aux: AuxPlan) -> str:
         """The config line that undoes a bug's effect for this draft, "" when none is known."""

@@ -43,8 +43,10 @@ BUGS: tuple[KnownBug, ...] = (
              WARNING, "vLLM's model runner V2 ignores use_aux_hidden_state: false before 0.33.0 "
              "(V1 reads it from 0.12.0): under V2 the head gets 3 captured states",
              "vllm/v1/worker/gpu/ requires_aux_hidden_states [0.33.0]"),
+    # vLLM infers a method from the draft path only when the speculative config names none
     KnownBug("survey:vllm-eagle3-path-as-eagle", "vllm", "0.8.5", "0.10.2", "always", WARNING,
              "a draft path containing 'eagle3-' is inferred as method 'eagle' (EAGLE-1): name "
              '"method": "eagle3" in --speculative-config explicitly',
-             "vllm/config/speculative.py [<0.10.2]; changed by PR #24392"),
+             "vllm/config/speculative.py [<0.10.2]; changed by PR #24392",
+             needs="launch_method_unset"),
 )
