@@ -205,6 +205,13 @@ def is_plain_release(text: str) -> bool:
     return not re.search(r"dev|rc|a|b", m.group(2)) and "+" not in str(text)
 
 
+def releases_where(profiles, has) -> tuple[str, str]:
+    """The first and last release of the PROFILES (oldest first) for which HAS holds; the
+    callers ask for fields that hold over contiguous ranges."""
+    mine = [p for p in profiles if has(p)]
+    return mine[0].covers[0], mine[-1].covers[1]
+
+
 def later_range(prev: EngineProfile, first: str, last: str, evidence: str,
                 cites: dict[str, str], **changes) -> EngineProfile:
     """The profile of the range after `prev`, read in its own code (EVIDENCE): `prev` with the

@@ -96,11 +96,21 @@ class Toggle:
 @dataclass(frozen=True)
 class LogDialect:
     """How the engine's server log reads (eagle3_nb.checks.log applies it)."""
-    mentions: Callable[[str], int]             # how many of the engine's own markers the text has
-    version: Callable[[str], str | None]       # the release the log names
+    markers: tuple[str, ...]                   # texts only this engine's logs hold
+    versions: tuple[Any, ...]                  # compiled patterns whose group 1 is the release
     server_args: Callable[[str], dict | None]  # the resolved arguments, as observe records them
     signatures: tuple[Signature, ...] = ()
     toggles: tuple[Toggle, ...] = ()           # the A/B plan, most telling first
+
+    def mentions(self, text: str) -> int:
+        return sum(marker in text for marker in self.markers)
+
+    def version(self, text: str) -> str | None:
+        for pattern in self.versions:
+            m = pattern.search(text)
+            if m:
+                return m.group(1)
+        return None
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from eagle3_nb.engines.profile import releases_where
 from eagle3_nb.engines.registry import LogDialect, Signature, Toggle
 from eagle3_nb.engines.sglang import observe
 from eagle3_nb.engines.sglang.profiles import PROFILES
@@ -25,18 +26,6 @@ def next_release(release: str) -> str:
     return names[names.index(release) + 1]
 
 
-def mentions(text: str) -> int:
-    return sum(marker in text for marker in _MARKERS)
-
-
-def version(text: str) -> str | None:
-    for pattern in _VERSIONS:
-        m = pattern.search(text)
-        if m:
-            return m.group(1)
-    return None
-
-
 def server_args(text: str) -> dict | None:
     """The `server_args=...` line SGLang logs at launch (srt/entrypoints/engine.py Engine.__init__:
     a ServerArgs(...) repr in 0.5.9 and 0.5.16, a dict of resolved_dict() in 0.5.23), as observe
@@ -54,14 +43,8 @@ def server_args(text: str) -> dict | None:
     return args
 
 
-def _releases(has) -> tuple[str, str]:
-    """The first and last release of the profiles for which HAS holds (they are contiguous)."""
-    mine = [p for p in PROFILES if has(p)]
-    return mine[0].covers[0], mine[-1].covers[1]
-
-
 _LLAMA_EAGLE3 = "python/sglang/srt/models/llama_eagle3.py"
-_ONE_LAYER = _releases(lambda p: p.max_layers == 1)
+_ONE_LAYER = releases_where(PROFILES, lambda p: p.max_layers == 1)
 _READ = ("0.5.9", "0.5.16", "0.5.23")
 _READ_TEXT = "read in the 0.5.9, 0.5.16 and 0.5.23 wheels"
 _ARCH_FIX = ('set the draft config\'s architectures to ["LlamaForCausalLMEagle3"] in a copy '
@@ -162,5 +145,5 @@ TOGGLES = (
            ("0.5.9",)),
 )
 
-DIALECT = LogDialect(mentions=mentions, version=version, server_args=server_args,
+DIALECT = LogDialect(markers=_MARKERS, versions=_VERSIONS, server_args=server_args,
                      signatures=SIGNATURES, toggles=TOGGLES)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 
+from eagle3_nb.engines.profile import releases_where
 from eagle3_nb.engines.registry import LogDialect, Signature, Toggle
 from eagle3_nb.engines.vllm.profiles import PROFILES
 from eagle3_nb.findings import ERROR, INFO
 from eagle3_nb.io.logs import last_line_with, literal_dict
+from eagle3_nb.observation import as_int, as_text
 
 _MARKERS = ("vllm/", "vllm.", "vLLM API server version", "vLLM server version",
             "SpecDecoding metrics:", "non-default args:", "LLM engine (v", "EngineCore")
@@ -21,18 +23,6 @@ _VERSIONS = (re.compile(r"vLLM (?:API )?server version " + _RELEASE),
              re.compile(r"LLM engine \(v" + _RELEASE + r"\)"),
              re.compile(r"^\W*version\s+v?" + _RELEASE + r"\s*$", re.M),
              re.compile(r"\bvllm(?:\s*[:=]+\s*|\s+|-)v?" + _RELEASE + r"\b", re.I))
-
-
-def mentions(text: str) -> int:
-    return sum(marker in text for marker in _MARKERS)
-
-
-def version(text: str) -> str | None:
-    for pattern in _VERSIONS:
-        m = pattern.search(text)
-        if m:
-            return m.group(1)
-    return None
 
 
 def server_args(text: str) -> dict | None:
@@ -48,13 +38,14 @@ def server_args(text: str) -> dict | None:
     for short, key in (("spec_method", "method"), ("spec_model", "model"),
                        ("spec_tokens", "num_speculative_tokens")):  # 0.25.0+ shorthand flags
         spec.setdefault(key, given.get(short))
-    return {"engine": "vllm", "version": version(text), "model": _text(given.get("model")),
-            "draft": _text(spec.get("model")), "method": _text(spec.get("method")),
-            "num_steps": _int(spec.get("num_speculative_tokens")), "topk": None,
-            "num_draft_tokens": None, "tensor_parallel": _int(given.get("tensor_parallel_size")),
-            "draft_tensor_parallel": _int(spec.get("draft_tensor_parallel_size")),
+    return {"engine": "vllm", "version": DIALECT.version(text),
+            "model": as_text(given.get("model")),
+            "draft": as_text(spec.get("model")), "method": as_text(spec.get("method")),
+            "num_steps": as_int(spec.get("num_speculative_tokens")), "topk": None,
+            "num_draft_tokens": None, "tensor_parallel": as_int(given.get("tensor_parallel_size")),
+            "draft_tensor_parallel": as_int(spec.get("draft_tensor_parallel_size")),
             "cuda_graphs": not given.get("enforce_eager", False),
-            "attention_backend": _text(given.get("attention_backend")),
+            "attention_backend": as_text(given.get("attention_backend")),
             "draft_attention_backend": None,
             "source": f"vLLM non-default args line (log line {found[1]})"}
 
@@ -73,27 +64,13 @@ def _engine_config_args(text: str) -> dict | None:
     tp = re.search(r"tensor_parallel_size=(\d+)", line)
     eager = re.search(r"enforce_eager=(True|False)", line)
     model = re.search(r"\bmodel='([^']*)'", line)
-    return {"engine": "vllm", "version": version(text), "model": model and model.group(1),
+    return {"engine": "vllm", "version": DIALECT.version(text), "model": model and model.group(1),
             "draft": m.group("draft"), "method": m.group("method"),
             "num_steps": int(m.group("steps")), "topk": None, "num_draft_tokens": None,
             "tensor_parallel": int(tp.group(1)) if tp else None,
             "cuda_graphs": not (eager and eager.group(1) == "True"),
             "attention_backend": None, "draft_attention_backend": None,
             "source": f"vLLM engine config line (log line {found[1]})"}
-
-
-def _text(value) -> str | None:
-    return None if value is None else str(value)[:500]
-
-
-def _int(value) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _releases(has) -> tuple[str, str]:
-    """The first and last release of the profiles for which HAS holds (they are contiguous)."""
-    mine = [p for p in PROFILES if has(p)]
-    return mine[0].covers[0], mine[-1].covers[1]
 
 
 _READ_TEXT = "read in the 0.11.0, 0.25.0, 0.33.0 and 0.34.0 wheels"
@@ -111,7 +88,7 @@ SIGNATURES = (
               "convert a copy to the flat form (eagle3-nb convert DRAFT NEW --to eagle), or "
               "serve with vLLM 0.10.1 or later",
               "transformers AutoConfig.from_pretrained; the profiles' dialect_error",
-              *_releases(lambda p: bool(p.dialect_error))),
+              *releases_where(PROFILES, lambda p: bool(p.dialect_error))),
     Signature("vllm-unknown-key", r"There is no module or parameter named '(?P<param>[^']+)'",
               "LOAD_ERROR", ERROR,
               "the checkpoint has a tensor ({param}) this draft class has no parameter for, and "
@@ -121,14 +98,14 @@ SIGNATURES = (
               "vllm/model_executor/models/utils.py AutoWeightsLoader._load_module (ValueError; "
               f"{_READ_TEXT}), the profiles' unknown_error; eagle3-nb probe on 0.34.0, sample "
               "prefix-draft-model",
-              *_releases(lambda p: p.unknown_error.startswith("ValueError: There is no module"))),
+              *releases_where(PROFILES, lambda p: "There is no module" in p.unknown_error)),
     Signature("vllm-unknown-key-lookup", r"KeyError: '(?P<param>[^']+)'", "LOAD_ERROR", ERROR,
               "the checkpoint has a tensor ({param}) this draft class has no parameter for (or a "
               "second decoder layer this release does not build)",
               f"{_INSPECT} names every key's fate; convert a copy that drops or renames it",
               "vllm/model_executor/models/llama_eagle3.py LlamaModel.load_weights "
               "(params_dict[name]; 0.11.0 L182/L187), the profiles' unknown_error; vllm#18906",
-              *_releases(lambda p: p.unknown_error.startswith("KeyError")),
+              *releases_where(PROFILES, lambda p: p.unknown_error.startswith("KeyError")),
               frame="llama_eagle3"),
     Signature("vllm-weight-shape",
               r"(?:Tried to load weights of size |Attempted to load weight \()torch\.Size\("
@@ -251,5 +228,5 @@ TOGGLES = (
     Toggle("--max-num-seqs 1", "batching: one sequence at a time", "0.11.0", None, _READ),
 )
 
-DIALECT = LogDialect(mentions=mentions, version=version, server_args=server_args,
+DIALECT = LogDialect(markers=_MARKERS, versions=_VERSIONS, server_args=server_args,
                      signatures=SIGNATURES, toggles=TOGGLES)
