@@ -342,7 +342,10 @@ def cmd_accept(args) -> int:
     if args.what_if or args.observed is not None:
         return _accept_what_if(args, prompts)
     if args.engine and args.wiring == "trained":  # the named releases beside the trained figure
-        return _accept_what_if(args, prompts, ["trained", *args.engine])
+        from eagle3_nb.engines import resolve_engine
+
+        named = dict.fromkeys(resolve_engine(e).key for e in args.engine)
+        return _accept_what_if(args, prompts, ["trained", *named])
     result = measure_acceptance(args.checkpoint, args.target, prompts, args.wiring,
                                 args.num_steps, args.max_new_tokens, args.n_samples, args.device,
                                 stop_at_eos=args.stop_at_eos, batch_size=args.batch_size,

@@ -91,8 +91,11 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
     check = AcceptanceCheck(str(checkpoint), str(target) if target else None,
                             drafting.num_steps, max_new_tokens, wiring, observed=obs,
                             drafting=drafting, n_samples=n_samples, evidence=evidence)
-    if named and compare is None and len(engines) == 1 and wiring != engines[0]:
-        compare = engines[0]  # the release the user named is shown beside the trained figure
+    if named and compare is None and len(engines) == 1:
+        from eagle3_nb.engines import resolve_engine
+
+        key = resolve_engine(engines[0]).key  # the wiring of the release the user named,
+        compare = key if key != wiring else None  # shown beside the trained figure
     if hidden_states:  # the target, if given, only lends its embeddings (as engines share them)
         check.teacher_forced = score_on_dumps(checkpoint, hidden_states, drafting.num_steps,
                                               None if what_if else [wiring], n_samples, device,

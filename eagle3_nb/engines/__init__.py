@@ -8,7 +8,7 @@ from dataclasses import fields, replace
 
 from eagle3_nb.errors import EngineSpecError
 from eagle3_nb.engines.profile import EngineProfile, is_plain_release, release_key
-from eagle3_nb.engines.registry import Engine, engine, engines, names, title
+from eagle3_nb.engines.registry import Engine, engine, engines, names
 
 
 

@@ -57,7 +57,8 @@ class Signature:
     comes from (the engine's file and function, the probe's run, or a public thread).
 
     `pattern` is searched in an exception's "Type: message" (kind "error") or in each log line
-    (kind "line"); `frame`, when set, must match a frame's file. Named groups are evidence."""
+    (kind "line"); `frame`, when set, must match one of the exception's frames ("file:line
+    function"). Named groups are evidence."""
     id: str
     pattern: str
     code: str                                  # the kit finding it corresponds to ("": evidence)
@@ -72,11 +73,16 @@ class Signature:
     ab_plan: bool = False                      # a crash the A/B plan narrows down
 
     def covers(self, version: str | None) -> bool:
-        if version is None:
-            return True
-        key = release_key(version)
-        return (self.first is None or release_key(self.first) <= key) and \
-            (self.last is None or key <= release_key(self.last))
+        return in_releases(version, self.first, self.last)
+
+
+def in_releases(version: str | None, first: str | None, last: str | None) -> bool:
+    """VERSION within FIRST..LAST (None: open ended); an unknown VERSION is within any range."""
+    if version is None:
+        return True
+    key = release_key(version)
+    return (first is None or release_key(first) <= key) and \
+        (last is None or key <= release_key(last))
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,7 @@ class Toggle:
     read_in: tuple[str, ...]
 
     def covers(self, version: str | None) -> bool:
-        return Signature("", "", "", "", "", "", "", self.first, self.last).covers(version)
+        return in_releases(version, self.first, self.last)
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,6 @@ class Engine:
     log: LogDialect | None = None
     probe: str = ""                            # the probe adapter's module (imported by probe)
     probe_stubs: dict[str, str] = field(default_factory=dict)  # modules stubbed, and why
-    notes: dict[str, str] = field(default_factory=dict)   # cited facts the checks quote
     package: str = ""                          # the pip distribution ("": the name)
     # releases the demo report answers for beside the newest (report.run.demo_engines)
     demo_releases: tuple[str, ...] = ()
@@ -196,11 +201,6 @@ def engine(name: str, where: str | None = "--engine") -> Engine:
     hint = f"did you mean {' or '.join(near)}? " if near else ""
     raise EngineSpecError(f"no engine called {str(name)[:40]!r}", where,
                           f"{hint}known: {', '.join(found)}")
-
-
-def title(name: str) -> str:
-    """'vllm' -> 'vLLM'; a name no engine has stays as it is."""
-    return _ENGINES[name].title if name in engines() else name
 
 
 def readers(kind: str) -> list[tuple[Engine, Reader]]:
