@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_draft.py --quick
 	$(PY) benchmarks/bench_accept.py --quick
 	$(PY) benchmarks/bench_hostile.py
+	$(PY) benchmarks/bench_log.py
 
 # Side environments for `eagle3-nb probe` under .cache/engines/ (on top of .venv, cached):
 # make engine-env ENGINE=sglang VERSION=0.5.23; about 35 s each with a warm pip cache.
