@@ -42,6 +42,7 @@ class Inspection:
     compared_embeddings: bool = False  # the target's weights were at hand for embed_tokens
     launch: Any | None = None    # engines.launch.LaunchSettings when a command was given
     log: Any | None = None       # checks.log.LogReading when a server log was given
+    release_from: str = ""       # where the engine releases answered for came from
 
     @property
     def findings(self) -> list[Finding]:
@@ -80,9 +81,22 @@ class Inspection:
             "findings": [f.to_json() for f in self.findings],
             "launch": None if self.launch is None else self.launch.to_json(),
             "log": None if self.log is None else self.log.to_json(),
+            "evidence": self.evidence(),
             "unchecked": self.unchecked(),
             "overall": self.overall(),
         }
+
+    def evidence(self) -> dict[str, str]:
+        """What this answer had to go on, and the flag that supplies what it did not."""
+        weights = "given" if self.compared_embeddings else "not given (--target-config TARGET_DIR)"
+        return {"checkpoint": "given",
+                "target config": "given" if self.target else "not given (--target-config)",
+                "target weights": weights,
+                "engine release": self.release_from,
+                "launch command": ("given" if self.launch is not None and self.log is None
+                                   else "from the log" if self.launch is not None
+                                   else "not given (--launch)"),
+                "log": "given" if self.log is not None else "not given (--log)"}
 
     def unchecked(self) -> list[dict[str, str]]:
         """What this inspection did not look at, each with how to look: a verdict is only as
@@ -131,8 +145,10 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     target = load_target_info(target_config) if target_config else None
     reading = check_log(log, engines[0] if engines and len(engines) == 1 else None,
                         launch_checks=False) if log else None
+    release_from = "named (--engine)" if engines else \
+        "not given, each engine's newest releases answered (--engine)"
     if reading is not None and not engines and reading.profile:
-        engines = [reading.profile]
+        engines, release_from = [reading.profile], "from the log"
     profiles = resolve_engines(engines)
     shapes = {name: t.shape for name, t in ckpt.tensors.items()}
     plans = [plan_load(p, cfg, shapes, target) for p in profiles]
@@ -161,7 +177,7 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
         findings += embedding_findings(ckpt, weights_at, plans)
     return Inspection(ckpt, cfg, detect_layout(list(shapes)), target, plans, schema,
                       stats_result, findings, vocab, compared_embeddings=weights_at is not None,
-                      launch=settings, log=reading)
+                      launch=settings, log=reading, release_from=release_from)
 
 
 def _settle_launch_conditions(plans: list[LoadPlan], settings) -> None:

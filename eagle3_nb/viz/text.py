@@ -14,9 +14,17 @@ OVERALL_TEXT = {"ok": "ok", "ok_as_far_as_checked": "ok as far as checked (see N
 
 
 def inspection_table(data: dict[str, Any], width: int = 110, show_info: bool = True) -> str:
-    lines = _header(data) + _log_line(data.get("log")) + [""] + _engine_table(data) + [""]
+    lines = _header(data) + _evidence_line(data.get("evidence")) + _log_line(data.get("log"))
+    lines += [""] + _engine_table(data) + [""]
     lines += _findings(data, width, show_info) + _unchecked(data) + _overall(data)
     return printable("\n".join(lines))
+
+
+def _evidence_line(evidence: dict[str, str] | None) -> list[str]:
+    if not evidence:
+        return []
+    text = "evidence: " + "; ".join(f"{k}: {v}" for k, v in evidence.items())
+    return textwrap.wrap(text, 110, initial_indent="  ", subsequent_indent=" " * 12)
 
 
 def _log_line(log: dict[str, Any] | None) -> list[str]:
