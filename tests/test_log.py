@@ -238,3 +238,58 @@ def test_the_engines_own_exceptions_name_the_cause_inspect_names(engine, version
                                   stats=False).to_json()
         errors = {f["code"] for f in plan["findings"] if f["severity"] == "error"}
         assert said and said <= errors, (sample, raised[:200], said, errors)
+
+
+# ----------------------------------------------------------------------------- public threads
+# Lines users quoted in public issue threads, as quoted: each is recognised for what it is, or
+# said to be unknown, never given another cause.
+
+THREADS = [
+    # vllm-project/vllm#22152 (Qwen3 target, before vLLM dropped the model_type gate)
+    ("vllm", "Value error, Eagle3 is only supported for Llama models. Got "
+     "self.target_model_config.hf_text_config.model_type='qwen3' [type=value_error, "
+     "input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]",
+     "LOAD_ERROR", "vllm-target-type-gate"),
+    # vllm-project/vllm#8849 (EAGLE-1 fc after a conversion; the same loader text)
+    ("vllm", "AssertionError: Attempted to load weight (torch.Size([3584])) into parameter "
+     "(torch.Size([3584, 7168]))", "LOAD_ERROR", "vllm-weight-shape"),
+    # vllm-project/vllm#24967 (an EAGLE-1 draft class vLLM does not register)
+    ("vllm", "ValueError: Model architectures ['EagleQwen2ForCausalLM'] are not supported for "
+     "now. Supported architectures: dict_keys(['LlamaForCausalLM'])", "LOAD_ERROR",
+     "vllm-unsupported-arch"),
+    # Tencent/AngelSlim#39 (a draft config naming Qwen3ForCausalLM, loaded by SGLang's target)
+    ("sglang", "Traceback (most recent call last):\n"
+     '  File "/sgl-workspace/sglang/python/sglang/srt/models/qwen3.py", line 493, in '
+     "load_weights\n    param = params_dict[name]\n"
+     "KeyError: 'midlayer.self_attn.qkv_proj.weight'", "LOAD_ERROR",
+     "sglang-target-class-loads-draft"),
+    # sgl-project/sglang#8230 (index out of bounds while capturing the draft's CUDA graph;
+    # the thread never settled the cause): unknown, with the A/B plan
+    ("sglang", '/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:93: operator(): block: '
+     '[0,0,0], thread: [0,0,0] Assertion `-sizes[i] <= index && index < sizes[i] && "index out '
+     'of bounds"` failed.', "LOG_UNRECOGNISED", None),
+]
+
+
+@pytest.mark.parametrize("engine, text, code, signature", THREADS)
+def test_lines_quoted_in_public_threads(engine, text, code, signature):
+    reading = check_log_text(text + "\n", engine)
+    (finding,) = reading.findings
+    assert finding.code == code and finding.evidence.get("signature") == signature
+    if code == "LOG_UNRECOGNISED":
+        assert reading.ab_plan and reading.ab_plan[0]["setting"] == "--disable-cuda-graph"
+
+
+def test_a_real_vllm_0_11_log_names_its_release_and_arguments():
+    """vllm-project/vllm#28919's own lines (vLLM 0.11.0)."""
+    text = ("INFO 11-18 14:36:24 [api_server.py:1839] vLLM API server version 0.11.0\n"
+            "INFO 11-18 14:36:24 [utils.py:233] non-default args: {'model': 'Qwen/Qwen3-32B', "
+            "'speculative_config': {'model': '/models/Qwen3-32B_eagle3', "
+            "'num_speculative_tokens': 5, 'method': 'eagle3', 'draft_tensor_parallel_size': 1}, "
+            "'tensor_parallel_size': 2}\n"
+            "INFO 11-18 14:36:40 [model.py:547] Resolved architecture: Eagle3LlamaForCausalLM\n")
+    reading = check_log_text(text)
+    assert (reading.engine, reading.version) == ("vllm", "0.11.0")
+    args = reading.server_args
+    assert (args["num_steps"], args["draft_tensor_parallel"], args["tensor_parallel"]) == (5, 1, 2)
+    assert reading.findings == []

@@ -27,8 +27,12 @@ _TRACEBACK = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 _RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Fault)|"
                      r"AssertionError|KeyError|StopIteration)(?::\s?(.*))?$")
-# an exception a logger printed on one line, without its traceback
+# an exception a logger printed on one line, without its traceback; pydantic's wrapping of a
+# validator's error ("Value error, <message> [type=value_error, ...]"); a CUDA kernel's device
+# assertion (its message, then usually "RuntimeError: CUDA error: device-side assert triggered")
 _LOGGED = re.compile(r"\b([A-Z]\w*(?:Error|Exception))\b: (.+)$")
+_PYDANTIC = re.compile(r"\b(Value|Assertion|Type) error, (.+?)(?:\s*\[type=\w+.*)?$")
+_DEVICE_ASSERT = re.compile(r"(\S+\.cu:\d+).*Assertion `(.+)` failed")
 
 
 class LogReadError(Eagle3NbError):
@@ -125,7 +129,14 @@ def raised_errors(text: str) -> list[RaisedError]:
             continue
         i += 1
     for no, line in enumerate(lines):
-        if no not in inside and ("Error" in line or "Exception" in line):
+        if no in inside:
+            continue
+        if " error, " in line and (m := _PYDANTIC.search(line)):
+            found.append(RaisedError(f"{m.group(1)}Error", m.group(2).strip(), no + 1))
+        elif "Assertion `" in line and (m := _DEVICE_ASSERT.search(line)):
+            found.append(RaisedError("CUDA device assertion", f"{m.group(2)} ({m.group(1)})",
+                                     no + 1))
+        elif "Error" in line or "Exception" in line:
             m = _LOGGED.search(line)
             if m:
                 found.append(RaisedError(m.group(1), m.group(2).strip(), no + 1))
