@@ -57,7 +57,6 @@ class Inspection:
 
     def to_json(self) -> dict[str, Any]:
         ckpt = self.checkpoint
-        global_errors = has_errors(self.global_findings)
         return {
             "checkpoint": str(ckpt.path),
             "format": ckpt.format,
@@ -77,7 +76,7 @@ class Inspection:
                 "format": self.vocab.format, "evidence": self.vocab.evidence,
                 "problems": self.vocab.problems, "t2d_agrees": self.vocab.t2d_agrees,
                 "engines": self.vocab.engine_view(p.profile for p in self.plans)},
-            "engines": [p.to_json(extra_errors=global_errors) for p in self.plans],
+            "engines": [p.to_json(self.beyond_plan(p)) for p in self.plans],
             "findings": [f.to_json() for f in self.findings],
             "launch": None if self.launch is None else self.launch.to_json(),
             "log": None if self.log is None else self.log.to_json(),
@@ -97,6 +96,12 @@ class Inspection:
                                    else "from the log" if self.launch is not None
                                    else "not given (--launch)"),
                 "log": "given" if self.log is not None else "not given (--log)"}
+
+    def beyond_plan(self, plan: LoadPlan) -> list[Finding]:
+        """The findings outside the plan that hold for its release: the draft's own (no
+        engine) and those tagged with it. A finding tagged with another release never touches
+        this one's verdict."""
+        return [f for f in self.global_findings if f.engine in (None, plan.profile.key)]
 
     def unchecked(self) -> list[dict[str, str]]:
         """What this inspection did not look at, each with how to look: a verdict is only as
@@ -125,8 +130,9 @@ class Inspection:
     def overall(self) -> str:
         """One word for the whole inspection: an engine verdict other than ok wins; else "ok"
         only when nothing was left unchecked."""
-        verdicts = {p.verdict for p in self.plans}
-        if has_errors(self.global_findings) and verdicts <= {"ok"}:
+        verdicts = {p.verdict_with(self.beyond_plan(p)) for p in self.plans}
+        if has_errors([f for f in self.global_findings if f.engine is None]) and \
+                verdicts <= {"ok"}:
             verdicts = {"silent_failure"}
         for worst in ("load_error", "silent_failure"):
             if worst in verdicts:

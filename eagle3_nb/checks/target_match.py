@@ -275,13 +275,17 @@ def embedding_findings(ckpt, target_dir: Path, plans: list) -> list[Finding]:
     cosine = _mean_cosine(a, b)
     if cosine >= SAME_COPY:
         return []
-    users = [p.profile.key for p in plans if _uses_own_embedding(p.profile, ckpt.config)]
-    where = (f"{', '.join(users)} use{'s' if len(users) == 1 else ''} the draft's own copy"
-             if users else "no engine checked here uses the draft's copy")
-    return [Finding("EMBED_DIFFERS", ERROR if users else WARNING, f"the draft's embed_tokens "
-                    f"differ from the target's (mean cosine {cosine:.3f} over {len(rows)} rows; "
-                    f"a frozen copy is above {SAME_COPY}): {where}",
-                    {"mean_cosine": round(cosine, 4), "rows": len(rows), "engines": users})]
+    evidence = {"mean_cosine": round(cosine, 4), "rows": len(rows)}
+    what = (f"the draft's embed_tokens differ from the target's (mean cosine {cosine:.3f} over "
+            f"{len(rows)} rows; a frozen copy is above {SAME_COPY})")
+    # one finding per release: it hurts only where the engine serves the draft's own copy
+    return [Finding("EMBED_DIFFERS", ERROR, f"{what}: this release serves the draft's own copy",
+                    {**evidence, "served": "draft"}, p.profile.key)
+            if _uses_own_embedding(p.profile, ckpt.config) else
+            Finding("EMBED_DIFFERS", INFO, f"{what}: this release replaces them with the "
+                    "target's, so they do no harm here", {**evidence, "served": "target"},
+                    p.profile.key)
+            for p in plans]
 
 
 def _uses_own_embedding(profile, cfg: DraftConfig) -> bool:

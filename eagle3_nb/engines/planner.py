@@ -76,14 +76,18 @@ class LoadPlan:
 
     @property
     def verdict(self) -> str:
-        if any(f.code == "LOAD_ERROR" for f in self.findings):
-            return "load_error"
-        return "silent_failure" if any(f.severity == ERROR for f in self.findings) else "ok"
+        return self.verdict_with(())
 
-    def to_json(self, extra_errors: bool = False) -> dict:
-        verdict = self.verdict
-        if verdict == "ok" and extra_errors:
-            verdict = "silent_failure"
+    def verdict_with(self, extra) -> str:
+        """The verdict with the findings beyond the plan that hold for this release (the
+        draft's own, and those a launch command, a log or the target weights tagged with it)."""
+        found = [*self.findings, *extra]
+        if any(f.code == "LOAD_ERROR" for f in found):
+            return "load_error"
+        return "silent_failure" if any(f.severity == ERROR for f in found) else "ok"
+
+    def to_json(self, extra=()) -> dict:
+        verdict = self.verdict_with(extra)
         return {"engine": self.profile.name, "version": self.profile.version,
                 "profile": self.profile.key, "covers": self.profile.range_text(),
                 "keys": [k.to_json() for k in self.keys], "unloaded_params": self.unloaded,
