@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 from conftest import DRAFTS, TARGET_CONFIG
 from eagle3_nb.engines.launch import read_launch
@@ -112,3 +113,41 @@ def test_a_bug_that_needs_the_serving_command_is_conditional_until_it_is_given()
     spec = json.dumps({"model": "/ckpt/eagle3-draft", "num_speculative_tokens": 3})
     (unset,) = bug(f"vllm serve /models/target --speculative-config '{spec}'")
     assert unset["severity"] == "warning" and "names no method" in unset["message"]
+
+
+def test_vllm_serve_of_a_speculators_checkpoint_is_a_served_draft():
+    """`vllm serve <speculators checkpoint>`: vLLM reads its speculators_config, serves the
+    verifier and drafts with the checkpoint (maybe_override_with_speculators, 0.10.1 on); before
+    0.10.1 it is read as a target model; a local verifier is refused from 0.33.0."""
+    from eagle3_nb.checks.load import inspect_checkpoint
+
+    draft = DRAFTS / "good-speculators"
+    launch = read_launch(f"vllm serve {draft}")
+    assert launch.draft == str(draft) and launch.model == "eagle3-nb/tiny-llama-target"
+    assert (launch.method, launch.num_steps) == ("eagle3", 3)
+
+    def found(engine, command):
+        data = inspect_checkpoint(draft, [engine], stats=False, launch=command).to_json()
+        return [f for f in data["findings"] if f["code"] == "LAUNCH_SETTING"]
+    assert found("vllm==0.34.0", f"vllm serve {draft}") == []
+    (old,) = found("vllm==0.10.0", f"vllm serve {draft}")
+    assert old["severity"] == "error" and "does not read as one" in old["message"]
+    (hub,) = found("vllm==0.34.0", "vllm serve someone/eagle3-speculators")
+    assert hub["severity"] == "warning" and "unless someone/eagle3-speculators is a speculators" \
+        in hub["message"]
+
+
+def test_a_local_speculators_verifier_is_refused_from_vllm_0_33(tmp_path):
+    draft = tmp_path / "draft"
+    shutil.copytree(DRAFTS / "good-speculators", draft)
+    raw = json.loads((draft / "config.json").read_text())
+    raw["speculators_config"]["verifier"]["name_or_path"] = str(tmp_path)
+    (draft / "config.json").write_text(json.dumps(raw))
+    from eagle3_nb.checks.load import inspect_checkpoint
+
+    for engine, refused in (("vllm==0.34.0", True), ("vllm==0.25.0", False)):
+        data = inspect_checkpoint(draft, [engine], stats=False,
+                                  launch=f"vllm serve {draft}").to_json()
+        errors = [f for f in data["findings"] if f["code"] == "LAUNCH_SETTING"
+                  and "remote model repository" in f["message"]]
+        assert bool(errors) == refused, engine

@@ -33,6 +33,9 @@ class LaunchSettings:
     attention_backend: str | None = None
     draft_attention_backend: str | None = None
     flags: dict[str, Any] = field(default_factory=dict)
+    # where the draft comes from when the command names none but the engine may still find one
+    # (the served model being a speculators checkpoint): said, and the check is a warning
+    implied_draft: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "flags"}
@@ -115,7 +118,10 @@ def launch_findings(launch: LaunchSettings, cfg: DraftConfig | None,
 def _checks(launch: LaunchSettings, cfg: DraftConfig | None, p: EngineProfile) -> list[tuple]:
     out = []
     ev = {"launch": launch.to_json()}
-    if not launch.draft:
+    if not launch.draft and launch.implied_draft:
+        out.append(("LAUNCH_SETTING", WARNING, "the command names no draft model: nothing is "
+                    f"speculated unless {launch.implied_draft}", ev))
+    elif not launch.draft:
         out.append(("LAUNCH_SETTING", ERROR, "the command names no draft model: nothing is "
                     "speculated", ev))
     out += engine(launch.engine).launch.checks(launch, cfg, p, ev)

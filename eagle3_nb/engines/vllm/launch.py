@@ -4,9 +4,11 @@ vllm.entrypoints.openai.api_server module). Flag names: vllm/engine/arg_utils.py
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from eagle3_nb.engines.launch import LaunchSettings, as_int, read_flags
+from eagle3_nb.engines.profile import release_key
 from eagle3_nb.engines.registry import LaunchDialect
 from eagle3_nb.errors import ConfigError
 from eagle3_nb.findings import ERROR, WARNING
@@ -36,20 +38,71 @@ def parse(words: list[str]) -> LaunchSettings:
     serve = words.index("serve") if "serve" in words else -1
     model = words[serve + 1] if 0 <= serve < len(words) - 1 and \
         not words[serve + 1].startswith("-") else f.get("--model")
-    return LaunchSettings(
+    launch = LaunchSettings(
         "vllm", model, spec.get("model") or f.get("--speculative-model"), spec.get("method"),
         as_int(spec.get("num_speculative_tokens") or f.get("--num-speculative-tokens")), None,
         None, as_int(f.get("--tensor-parallel-size") or f.get("-tp")),
         not f.get("--enforce-eager"), f.get("--attention-backend"), None, f)
+    if not launch.draft and model:
+        _speculators_served(launch, model)
+    return launch
+
+
+# vllm/transformers_utils/config.py maybe_override_with_speculators [0.10.1 on; read in 0.33.0
+# and 0.34.0]: a served model whose config.json has speculators_config is the draft; vLLM serves
+# its speculators_config.verifier.name_or_path, with the method of speculators_model_type and
+# num_speculative_tokens of proposal_methods[0].speculative_tokens (speculators/base.py
+# build_vllm_speculative_config). From 0.33.0 a verifier that is a local path raises.
+SPECULATORS_SERVED = "vllm/transformers_utils/config.py maybe_override_with_speculators"
+
+
+def _speculators_served(launch: LaunchSettings, model: str) -> None:
+    config = Path(model) / "config.json"
+    try:
+        raw = json.loads(config.read_text(encoding="utf-8")) if config.is_file() and \
+            config.stat().st_size < (1 << 20) else None
+    except (OSError, ValueError):
+        raw = None
+    if raw is None:
+        launch.implied_draft = (f"{model} is a speculators checkpoint (vLLM then serves its "
+                                "verifier and drafts with it; not a local directory, so not "
+                                "checked)")
+        return
+    spec = raw.get("speculators_config") if isinstance(raw, dict) else None
+    if not isinstance(spec, dict):
+        return
+    methods = spec.get("proposal_methods") or [{}]
+    verifier = (spec.get("verifier") or {}).get("name_or_path")
+    launch.draft, launch.model = model, verifier if isinstance(verifier, str) else model
+    launch.method = launch.method or raw.get("speculators_model_type")
+    launch.num_steps = launch.num_steps or as_int(methods[0].get("speculative_tokens"))
+    launch.flags["speculators_checkpoint"] = model
 
 
 def checks(launch: LaunchSettings, cfg, p, ev: dict) -> list[tuple]:
+    out = _speculators_checks(launch, p, ev) if launch.flags.get("speculators_checkpoint") else []
     method = (launch.method or "").upper()
-    if method == "EAGLE3":
-        return []
-    return [("LAUNCH_SETTING", ERROR if method else WARNING, "the speculative config's method is "
-             f"{launch.method or 'not set (vLLM infers it from the draft path)'}: an EAGLE-3 "
-             f"draft needs {p.capture_switch}", ev)]
+    if method == "EAGLE3" or not launch.draft:
+        return out
+    return out + [("LAUNCH_SETTING", ERROR if method else WARNING, "the speculative config's "
+                   f"method is {launch.method or 'not set (vLLM infers it from the draft path)'}"
+                   f": an EAGLE-3 draft needs {p.capture_switch}", ev)]
+
+
+def _speculators_checks(launch: LaunchSettings, p, ev: dict) -> list[tuple]:
+    ev = {**ev, "cite": SPECULATORS_SERVED}
+    if "speculators" not in p.dialects:
+        return [("LAUNCH_SETTING", ERROR, f"the served model {launch.draft} is a speculators "
+                 "checkpoint, which this release does not read as one (from 0.10.1): it is "
+                 "loaded as a target model", ev)]
+    verifier = launch.model or ""
+    local = verifier.startswith((".", "/", "~")) or Path(verifier).exists()
+    if local and release_key(p.version) >= release_key("0.33.0"):
+        return [("LAUNCH_SETTING", ERROR, f"the speculators checkpoint names a local verifier "
+                 f"({verifier}): this release refuses it (\"Speculators verifier must name a "
+                 "remote model repository\"); serve --model TARGET with --speculative-config",
+                 ev)]
+    return []
 
 
 def draft_tensor_parallel(launch: LaunchSettings) -> int | None:
