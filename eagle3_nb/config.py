@@ -331,6 +331,7 @@ class TargetInfo:
     architectures: tuple[str, ...]
     rope: dict[str, Any] = field(default_factory=dict)   # TARGET_ROPE_KEYS, as given
     quantization: str | None = None                       # quantization_config's method, if any
+    name_or_path: str | None = None                       # its _name_or_path, if recorded
 
     @property
     def family(self) -> str:
@@ -376,7 +377,8 @@ def parse_target_config(raw: dict[str, Any], where: str) -> TargetInfo:
     elif quant is not None:
         method = "unnamed"
     rope = {k: text[k] for k in TARGET_ROPE_KEYS if k in text}
+    name = raw.get("_name_or_path")
     return TargetInfo(layers, sizes["hidden_size"], sizes["vocab_size"],
                       sizes["max_position_embeddings"],
                       str(text.get("model_type") or raw.get("model_type") or ""), tuple(archs),
-                      rope, method)
+                      rope, method, name[:300] if isinstance(name, str) and name else None)

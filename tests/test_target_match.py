@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -170,3 +171,28 @@ def test_matching_rope_settings_give_nothing(run_cli, tmp_path):
     draft = draft_variant(tmp_path, partial_rotary_factor=0.5)
     got = rope_findings(run_cli, tmp_path, tiny_target(partial_rotary_factor=0.5), draft)
     assert not {"partial_rotary_factor", "rope layout", "mrope_section"} & set(got)
+
+
+def test_a_draft_trained_on_the_quantized_target_is_not_warned(run_cli, tmp_path):
+    """#25 class 6: a speculators draft records its verifier; when that verifier is the
+    quantized target itself (or names a quantized checkpoint), the draft was trained on these
+    hidden states and the warning would be a false alarm."""
+    draft = tmp_path / "draft"
+    shutil.copytree(DRAFTS / "good-speculators", draft)
+    raw = json.loads((draft / "config.json").read_text())
+    raw["speculators_config"]["verifier"]["name_or_path"] = "RedHatAI/Tiny-Llama-FP8-dynamic"
+    (draft / "config.json").write_text(json.dumps(raw))
+    target = {**json.loads(TARGET_CONFIG.read_text()), "_name_or_path": "RedHatAI/Tiny-Llama-"
+              "FP8-dynamic", "quantization_config": {"quant_method": "fp8"}}
+    path = tmp_path / "target.json"
+    path.write_text(json.dumps(target))
+    rc, out, _ = run_cli("inspect", draft, "--target-config", path, "--json", "--no-stats")
+    (found,) = [f for f in json.loads(out)["findings"] if f["code"] == "TARGET_QUANTIZED"]
+    assert found["severity"] == "info" and "trained on these hidden states" in found["message"]
+    full = {**target, "_name_or_path": "RedHatAI/Tiny-Llama-FP8-dynamic"}
+    raw["speculators_config"]["verifier"]["name_or_path"] = "meta-llama/Tiny-Llama"
+    (draft / "config.json").write_text(json.dumps(raw))
+    path.write_text(json.dumps(full))
+    rc, out, _ = run_cli("inspect", draft, "--target-config", path, "--json", "--no-stats")
+    (found,) = [f for f in json.loads(out)["findings"] if f["code"] == "TARGET_QUANTIZED"]
+    assert found["severity"] == "warning" and "looks full precision" in found["message"]

@@ -9,6 +9,7 @@ at startup: a draft for another target loads and runs, and accepts almost nothin
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ SAME_COPY = 0.99   # mean row cosine of a frozen copy of the target's embeddings
 
 def target_findings(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
     return (_looks_like_a_draft(cfg, target) + _sizes(cfg, target) + _layer_ids(cfg, target)
-            + _rope(cfg, target) + _verifier(cfg, target) + _quantized(target))
+            + _rope(cfg, target) + _verifier(cfg, target) + _quantized(cfg, target))
 
 
 def _mismatch(severity: str, what: str, draft: Any, target: Any, why: str) -> Finding:
@@ -247,13 +248,30 @@ def _verifier(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
     return []
 
 
-def _quantized(target: TargetInfo) -> list[Finding]:
+# names quantized checkpoints carry (RedHatAI/...-FP8, ...-AWQ, nvidia/...-NVFP4, ...)
+QUANTIZED_NAME = re.compile(r"(?i)(?:^|[-_/.])(fp8|fp4|nvfp4|mxfp4|int4|int8|awq|gptq|w4a16|"
+                            r"w8a8|w8a16|4bit|8bit|bnb)(?:$|[-_/.])")
+
+
+def _quantized(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
+    """A quantized target lowers acceptance for a draft trained on full-precision states; a
+    draft whose recorded verifier is this quantized target was trained on exactly these."""
     if not target.quantization:
         return []
+    verifier = cfg.verifier.get("name_or_path") if isinstance(cfg.verifier, dict) else None
+    evidence = {"quantization": target.quantization, "verifier": verifier,
+                "target": target.name_or_path}
+    if isinstance(verifier, str) and (verifier == target.name_or_path or
+                                      QUANTIZED_NAME.search(verifier)):
+        return [Finding("TARGET_QUANTIZED", INFO, f"the target is quantized "
+                        f"({target.quantization}) and the draft records a quantized verifier "
+                        f"({verifier}): it was trained on these hidden states", evidence)]
+    said = (f"its recorded verifier {verifier} looks full precision" if verifier else
+            "its config does not record the verifier it was trained on")
     return [Finding("TARGET_QUANTIZED", WARNING, f"the target is quantized "
                     f"({target.quantization}): its hidden states differ from the full-precision "
-                    "ones a draft is usually trained on, which lowers acceptance",
-                    {"quantization": target.quantization})]
+                    f"ones a draft is usually trained on, which lowers acceptance ({said})",
+                    evidence)]
 
 
 def embedding_findings(ckpt, target_dir: Path, plans: list) -> list[Finding]:
