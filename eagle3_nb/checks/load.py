@@ -302,6 +302,7 @@ def inspection_summary(data: dict[str, Any], notebook: str = "") -> dict[str, An
         "stats": None if stats is None else _stats_digest(stats),
         "overall": data.get("overall"),
         "unchecked": data.get("unchecked", []),
+        "evidence": data.get("evidence"),
     }
     return out
 

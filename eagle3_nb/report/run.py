@@ -703,6 +703,7 @@ def key_figures(steps: list[Step]) -> dict[str, Any]:
             out.update(verdicts=s["verdicts"], verdict_line=s.get("verdict_line"),
                        layout=s.get("layout"), format=s.get("format"),
                        unchecked=[u.get("what") for u in s.get("unchecked") or []],
+                       evidence=s.get("evidence"),
                        aux_layers={p: {"captured": e.get("aux_captured"),
                                        "trained": e.get("aux_trained"),
                                        "source": e.get("aux_source")}
@@ -735,7 +736,7 @@ def acceptance_figures(s: dict[str, Any]) -> dict[str, Any]:
             "per_position_acceptance": head.get("per_position_acceptance"),
             "compare": ({k: comp.get(k) for k in ("wiring", "mean_accept_length",
                                                   "mean_accept_length_se")} if comp else None),
-            "settings": s.get("settings"),
+            "settings": s.get("settings"), "evidence": s.get("evidence"),
             "observed": what.get("observed_accept_length"), "explanation": what.get("explanation"),
             "what_if": {r["wiring"]: {k: r.get(k) for k in ("mean_accept_length", "standard_error",
                                                             "vs_trained", "consistent", "error")}

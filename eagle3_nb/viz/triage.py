@@ -109,6 +109,9 @@ def _verdict_section(s: dict[str, Any]) -> str:
             f'{_verdict_badges(figures.get("verdicts") or {})}</div>')
     if v.get("line"):
         body += note("inspection: " + esc(v["line"]))
+    had = figures.get("evidence") or {}
+    if had:
+        body += note("evidence: " + esc("; ".join(f"{k}: {w}" for k, w in had.items())))
     return _section("verdict", panel("Verdict " + head, body))
 
 
