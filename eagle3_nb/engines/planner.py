@@ -638,7 +638,10 @@ class _Ctx:
             return self._capture_unchecked(arch, family, fallback)
         where = f"{p.name} {p.version}"
         if fact.status != CAPTURE:
-            what = ("has no EAGLE-3 capture hook" if fact.status == "no_capture" else
+            # no_capture: no hook, or one that never runs (vLLM's Qwen3.5 wrappers 0.17.0-0.19.0
+            # inherit one whose ids their forward never reads, then one that asserts): either
+            # way startup fails, as read in the wheels' runners
+            what = ("has no working EAGLE-3 capture hook" if fact.status == "no_capture" else
                     "is not a model class it serves")
             upgrade = (f"; the class captures from {p.name} {fact.next_capture}"
                        if fact.next_capture else "")

@@ -134,14 +134,31 @@ SIGNATURES = (
               "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py "
               "set_eagle3_aux_hidden_state_layers, v1/worker/gpu_model_runner.py (until 0.33.0), "
               f"models/pixtral.py ({_READ_TEXT})", "0.11.0", None),
+    Signature("vllm-target-not-mixin", r"Model instance must inherit from EagleModelMixin",
+              "LOAD_ERROR", ERROR, "the target class declares EAGLE-3 capture but its model is "
+              "not an EagleModelMixin: the default hook asserts at startup (vLLM's Qwen3.5 "
+              "wrappers in 0.18.0-0.19.0; they capture from 0.20.0)",
+              f"{_INSPECT} names the first release whose class captures (the capture table)",
+              "vllm/model_executor/models/interfaces.py SupportsEagle3.set_aux_hidden_state_layers "
+              "(assert; 0.18.0 L1356, 0.19.0 L1361; PR #36063)", "0.18.0", None),
+    Signature("vllm-forward-without-aux", r"ValueError: too many values to unpack \(expected 2\)",
+              "LOAD_ERROR", ERROR, "the target class declares EAGLE-3 capture but its forward "
+              "returns no aux hidden states: the runner's profile run cannot unpack them (vLLM's "
+              "Qwen3.5 wrappers in 0.17.x inherit a hook whose ids their forward never reads)",
+              f"{_INSPECT} names the first release whose class captures (the capture table)",
+              "vllm/v1/worker/gpu_model_runner.py GPUModelRunner profile run "
+              "(`hidden_states, _ = outputs`; 0.17.0 L4985, 0.17.1 L5011); "
+              "models/qwen3_vl.py (the hook) and qwen3_next.py Qwen3NextModel.forward [0.17.0]",
+              "0.17.0", "0.17.1", frame="gpu_model_runner"),
     Signature("vllm-target-type-gate",
-              r"Eagle3 is only supported for (?P<supported>.+?) models\. Got "
+              r"(?i:eagle3) is only supported for (?P<supported>.+?) models\. Got "
               r".*?model_type='(?P<model_type>[^']+)'", "LOAD_ERROR", ERROR,
               "this release serves EAGLE-3 only for targets whose model_type contains one of "
               "{supported}; the target's is {model_type}",
               "serve with a vLLM release from 0.22.0 (no model_type gate) or a supported target",
-              "vllm/config/speculative.py SpeculativeConfig._verify_args (0.11.0 L546); "
-              "vllm#22152 quotes the older Llama-only text", None, "0.21.0"),
+              "vllm/config/speculative.py SpeculativeConfig._verify_args (0.11.0 L546; from "
+              "0.17.0 the text reads '{method} is only supported for [...] models'); vllm#22152 "
+              "quotes the older Llama-only text", None, "0.21.0"),
     Signature("vllm-verifier-not-remote", r"Speculators verifier must name a remote model "
               r"repository", "LAUNCH_SETTING", ERROR,
               "the speculators draft names a local verifier, which this release refuses",
