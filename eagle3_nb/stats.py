@@ -367,6 +367,7 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
             {"tensors": sorted(s.name for s in ones)}))
 
     findings += _fresh_layer_findings(floats, _init_std(ckpt))
+    findings += _random_init_findings(floats, _init_std(ckpt), ckpt, findings)
 
     if result.skipped:
         sizes = {}
@@ -428,6 +429,60 @@ def _fresh_layer_findings(floats: list, init_std: float) -> list[Finding]:
                     "or replaced by a conversion that built the layer anew for keys it could not "
                     "match. Re-export from the training checkpoint.",
                     {"layers": fresh, "initializer_range": init_std})]
+
+
+# Rows of an i.i.d. normal(0, s) weight with n columns have norms s*sqrt(n) within a relative
+# spread of 1/sqrt(2n); trained weights' rows differ far more (tens of percent). A tensor whose
+# rows are this alike, at the initialiser's mean and std, was never trained.
+_ROW_SPREAD_FACTOR = 4.0
+_SAMPLED_ROWS = 64
+
+
+def _random_init_findings(floats: list, init_std: float, ckpt, found: list) -> list[Finding]:
+    """Linear weights at their random initialisation under trained norms (a conversion that
+    lost a key remap and saved strict=False init): mean 0, std initializer_range, and rows with
+    no structure. Read from sampled rows of each candidate only (safetensors)."""
+    if ckpt is None or getattr(ckpt, "format", None) != "safetensors":
+        return []
+    seen = {name for f in found if f.code == "NAN_WEIGHTS"
+            for layer in (f.evidence.get("layers") or {}).values() for name in layer}
+    # embed_tokens is left to EMBED_DIFFERS: only some releases serve the draft's own copy
+    candidates = [s for s in floats if len(s.shape) == 2 and not is_norm(s.name)
+                  and s.name not in seen and split_key(s.name).canonical != "embed_tokens.weight"
+                  and s.std is not None and s.shape[1] >= 16
+                  and abs(s.std - init_std) <= _INIT_STD_TOLERANCE * init_std
+                  and abs(s.mean or 0.0) <= 0.1 * init_std]
+    drawn = {s.name: spread for s in candidates
+             if (spread := _row_norm_spread(ckpt, s.name)) is not None
+             and spread <= _ROW_SPREAD_FACTOR / math.sqrt(2 * s.shape[1])}
+    if not drawn:
+        return []
+    return [Finding("NAN_WEIGHTS", ERROR, f"{_count(list(drawn), 'weight')} "
+                    f"{_verb(list(drawn), 'looks', 'look')} like a random initialisation: "
+                    f"{', '.join(list(drawn)[:_MAX_LISTED])} (mean 0, std {init_std:g} = "
+                    "initializer_range, and every sampled row has the same norm, which no "
+                    "trained weight has). A conversion that lost a key remap and loaded with "
+                    "strict=False saves exactly this (speculators#1114): every draft token is "
+                    "rejected. Re-export from the training checkpoint.",
+                    {"tensors": {n: {"row_norm_spread": round(v, 4)} for n, v in drawn.items()},
+                     "initializer_range": init_std})]
+
+
+def _row_norm_spread(ckpt, name: str) -> float | None:
+    """The relative spread (std / mean) of the norms of up to _SAMPLED_ROWS rows."""
+    from eagle3_nb.io.safetensors import read_rows
+
+    info = ckpt.tensors.get(name)
+    if info is None or len(info.shape) != 2 or not info.shape[0]:
+        return None
+    step = max(1, info.shape[0] // _SAMPLED_ROWS)
+    rows = list(range(0, info.shape[0], step))[:_SAMPLED_ROWS]
+    norms = [float((r.astype("float64") ** 2).sum()) ** 0.5
+             for r in read_rows(ckpt.path / info.file, info, rows)]
+    mean = sum(norms) / len(norms)
+    if mean <= 0 or len(norms) < 8:
+        return None
+    return (sum((x - mean) ** 2 for x in norms) / len(norms)) ** 0.5 / mean
 
 
 def _count(items, noun: str) -> str:

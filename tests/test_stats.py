@@ -40,7 +40,7 @@ def _mixed_tensors():
     t2d[torch.randperm(128, generator=g)[:64]] = True
     return {
         "lm_head.weight": torch.randn(64, 32, generator=g).to(torch.bfloat16),
-        "fc.weight": (0.02 * torch.randn(32, 96, generator=g)).to(torch.float16),
+        "fc.weight": (0.03 * torch.randn(32, 96, generator=g)).to(torch.float16),  # not at init
         "layers.0.mlp.down_proj.weight": down,
         "norm.weight": 1.0 + 0.1 * torch.randn(32, generator=g, dtype=torch.float64),
         "d2t": d2t,
@@ -302,3 +302,21 @@ def test_over_budget_float_tensors_get_a_head_probe(tmp_path):
     codes = [(f.code, f.severity) for f in stats_findings(result, ckpt)]
     assert ("NAN_WEIGHTS", "error") in codes and ("STATS_SKIPPED", "info") in codes
     assert "probes" in result.to_json()
+
+
+def test_random_initialisation_under_trained_norms_is_found_by_row_structure():
+    """#25 (speculators#1114): a conversion that lost a key remap saves strict=False random
+    linears under trained norms. Mean 0 and std initializer_range are not enough on their own
+    (a large trained weight can sit there); rows of equal norm are what no trained weight has."""
+    from conftest import DRAFTS
+    from eagle3_nb.io.checkpoint import Checkpoint
+
+    def found(name):
+        ckpt = Checkpoint.open(DRAFTS / name)
+        return [f for f in stats_findings(scan_stats(ckpt), ckpt) if f.code == "NAN_WEIGHTS"]
+    (random_init,) = found("random-init-linears")
+    spreads = random_init.evidence["tensors"]
+    assert len(spreads) == 7 and all(v["row_norm_spread"] < 0.2 for v in spreads.values())
+    assert found("good") == [] and found("multilayer-flat") == [] and found("mla-draft") == []
+    fresh = found("fresh-layer")  # the all-ones norms rule says it; not said twice
+    assert not any("random initialisation" in f.message for f in fresh)

@@ -98,24 +98,31 @@ class _Init:
     def linear(self, rows: int, cols: int) -> torch.Tensor:
         return (torch.randn(rows, cols, generator=self.gen) * 0.02).to(BF16)
 
+    def structured(self, rows: int, cols: int) -> torch.Tensor:
+        """A weight that looks trained (rows of different norms, std off the initialiser's),
+        for the structural extras no sample trains: random-init detection must not fire."""
+        scales = 0.3 + 1.4 * torch.rand(rows, 1, generator=self.gen)
+        return (torch.randn(rows, cols, generator=self.gen) * 0.05 * scales).to(BF16)
+
     def norm(self, width: int) -> torch.Tensor:
         # around 1 but not exactly 1: all-ones norms look untrained
         return (1.0 + 0.05 * torch.randn(width, generator=self.gen)).to(BF16)
 
 
-def decoder_layer(init: _Init, index: int) -> dict[str, torch.Tensor]:
+def decoder_layer(init: _Init, index: int, draw=None) -> dict[str, torch.Tensor]:
     """Layer 0 is the EAGLE-3 layer (q/k/v over [embeds, hidden], hidden_norm); later layers are
-    plain Llama layers with H-wide inputs."""
+    plain Llama layers with H-wide inputs. DRAW makes each linear weight (default: init.linear)."""
+    draw = draw or init.linear
     width = 2 * H if index == 0 else H
     p = f"layers.{index}."
     out = {
-        p + "self_attn.q_proj.weight": init.linear(NUM_HEADS * HEAD_DIM, width),
-        p + "self_attn.k_proj.weight": init.linear(NUM_KV_HEADS * HEAD_DIM, width),
-        p + "self_attn.v_proj.weight": init.linear(NUM_KV_HEADS * HEAD_DIM, width),
-        p + "self_attn.o_proj.weight": init.linear(H, NUM_HEADS * HEAD_DIM),
-        p + "mlp.gate_proj.weight": init.linear(INTERMEDIATE, H),
-        p + "mlp.up_proj.weight": init.linear(INTERMEDIATE, H),
-        p + "mlp.down_proj.weight": init.linear(H, INTERMEDIATE),
+        p + "self_attn.q_proj.weight": draw(NUM_HEADS * HEAD_DIM, width),
+        p + "self_attn.k_proj.weight": draw(NUM_KV_HEADS * HEAD_DIM, width),
+        p + "self_attn.v_proj.weight": draw(NUM_KV_HEADS * HEAD_DIM, width),
+        p + "self_attn.o_proj.weight": draw(H, NUM_HEADS * HEAD_DIM),
+        p + "mlp.gate_proj.weight": draw(INTERMEDIATE, H),
+        p + "mlp.up_proj.weight": draw(INTERMEDIATE, H),
+        p + "mlp.down_proj.weight": draw(H, INTERMEDIATE),
         p + "input_layernorm.weight": init.norm(H),
         p + "post_attention_layernorm.weight": init.norm(H),
     }
@@ -127,13 +134,14 @@ def decoder_layer(init: _Init, index: int) -> dict[str, torch.Tensor]:
 def make_weights(seed: int = SEED, trained_dir: Path | None = None) -> Weights:
     """Random weights; with `trained_dir` (data_samples/ after `--train`), the trained draft's
     core and vocab tables and the trained target's embeddings replace the random ones. The
-    structural extras (a second layer, a 4-aux fc) stay random: they only feed key/shape checks."""
+    structural extras (a second layer, a 4-aux fc) stay random, drawn to look trained: they only
+    feed key/shape checks."""
     init = _Init(seed)
     core = {"fc.weight": init.linear(H, 3 * H), **decoder_layer(init, 0),
             "norm.weight": init.norm(H), "lm_head.weight": init.linear(DRAFT_VOCAB, H)}
     embed = init.linear(TARGET_VOCAB, H)
-    fc_four = init.linear(H, 4 * H)
-    second = decoder_layer(init, 1)
+    fc_four = init.structured(H, 4 * H)
+    second = decoder_layer(init, 1, init.structured)
     d2t, t2d = vocab_mapping(synthetic_token_counts(TARGET_VOCAB), DRAFT_VOCAB)
     trained = _trained_tensors(trained_dir) if trained_dir else None
     if trained is not None:
@@ -565,6 +573,22 @@ def build_fresh_layer(d: Path, w: Weights) -> None:
     write_draft(d, flat_config(), eagle_names(with_vocab(w, {**w.core, **fresh})))
 
 
+@variant("random-init-linears", "the decoder layer's linear weights at their random "
+         "initialisation under the trained norms: a conversion lost the key remap and loaded "
+         "with strict=False (speculators#1114)",
+         per_engine(*[expect("silent_failure", "loads the random attention and MLP: every draft "
+                             "token is rejected", "AUX_LAYERS_DEFAULTED")] * 2),
+         global_codes=("NAN_WEIGHTS",),
+         note="norms keep their trained values, so the fresh-layer rule (norms exactly 1.0) does "
+              "not see it; the rows of a random weight all have the same norm, a trained "
+              "weight's do not")
+def build_random_init_linears(d: Path, w: Weights) -> None:
+    init = _Init(SEED + 4)  # its own draws: the other samples keep their bytes
+    drawn = {k: init.linear(*v.shape) for k, v in w.core.items()
+             if k.startswith("layers.0.") and v.dim() == 2}
+    write_draft(d, flat_config(), eagle_names(with_vocab(w, {**w.core, **drawn})))
+
+
 @variant("d2t-first-n", "d2t all zeros and t2d the first 256 ids: the draft vocab is target ids "
          "0..255 (valid, but not the most frequent tokens a trainer keeps)",
          per_engine(DEFAULTS_OK, DEFAULTS_OK), global_codes=("D2T_FIRST_N",))
@@ -610,18 +634,20 @@ MLA_SIZES = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_r
 def mla_state(w: Weights) -> dict[str, torch.Tensor]:
     """The good draft with its attention swapped for DeepSeek-V2 MLA (own seed: the other
     samples keep their bytes): layers.0.self_attn.{q_a_proj, q_a_layernorm, q_b_proj,
-    kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj} over [embeds, hidden]."""
+    kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj} over [embeds, hidden], drawn to
+    look trained."""
     init, m = _Init(SEED + 1), MLA_SIZES
     qk = m["qk_nope_head_dim"] + m["qk_rope_head_dim"]
     attn = {
-        "q_a_proj.weight": init.linear(m["q_lora_rank"], 2 * H),
+        "q_a_proj.weight": init.structured(m["q_lora_rank"], 2 * H),
         "q_a_layernorm.weight": init.norm(m["q_lora_rank"]),
-        "q_b_proj.weight": init.linear(NUM_HEADS * qk, m["q_lora_rank"]),
-        "kv_a_proj_with_mqa.weight": init.linear(m["kv_lora_rank"] + m["qk_rope_head_dim"], 2 * H),
+        "q_b_proj.weight": init.structured(NUM_HEADS * qk, m["q_lora_rank"]),
+        "kv_a_proj_with_mqa.weight": init.structured(m["kv_lora_rank"] + m["qk_rope_head_dim"],
+                                                     2 * H),
         "kv_a_layernorm.weight": init.norm(m["kv_lora_rank"]),
-        "kv_b_proj.weight": init.linear(NUM_HEADS * (m["qk_nope_head_dim"] + m["v_head_dim"]),
-                                        m["kv_lora_rank"]),
-        "o_proj.weight": init.linear(H, NUM_HEADS * m["v_head_dim"]),
+        "kv_b_proj.weight": init.structured(NUM_HEADS * (m["qk_nope_head_dim"]
+                                                         + m["v_head_dim"]), m["kv_lora_rank"]),
+        "o_proj.weight": init.structured(H, NUM_HEADS * m["v_head_dim"]),
     }
     core = {k: v for k, v in w.core.items() if ".self_attn." not in k}
     core.update({f"layers.0.self_attn.{k}": v for k, v in attn.items()})
