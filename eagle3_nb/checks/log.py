@@ -45,7 +45,10 @@ class LogReading:
 
     @property
     def profile(self) -> str | None:
-        return f"{self.engine}=={self.version}" if self.engine and self.version else None
+        """The key of the profile that answers for the log's release (inspect's engine key)."""
+        if not (self.engine and self.version):
+            return None
+        return resolve_engine(f"{self.engine}=={self.version}").key
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": KIND, "schema": SCHEMA, "source": self.source, "read": self.note,
@@ -103,6 +106,8 @@ def _identify(text: str, given: str | None) -> tuple[Engine | None, str | None, 
         if found is None:
             return None, None, "no engine recognised: pass --engine NAME==VERSION"
     said = found.log.version(text) if found.log else None
+    if said and version.strip() and version.strip() != said:
+        return found, said, f"the log (it says {said}; --engine said {version.strip()})"
     if said:
         return found, said, "the log"
     if version.strip():
