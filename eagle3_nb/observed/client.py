@@ -218,7 +218,7 @@ def measure_server(engine: str, base_url: str, prompts: Sequence[str | list[int]
 # ------------------------------------------------------------------------------------------------
 # The server's own view of its arguments
 
-def record_server_args(obs: ObservedMetrics, args: dict[str, Any] | None) -> None:
+def record_server_args(obs: ObservedMetrics, args: dict[str, Any]) -> None:
     """The server's own arguments into details (server_args; settings for simulations), and the
     launch checks of engines/launch.py run on them (launch_findings: the same findings as
     inspect --launch). Kept inside details so that --out stays readable by --observed."""
