@@ -293,3 +293,16 @@ def test_a_real_vllm_0_11_log_names_its_release_and_arguments():
     args = reading.server_args
     assert (args["num_steps"], args["draft_tensor_parallel"], args["tensor_parallel"]) == (5, 1, 2)
     assert reading.findings == []
+
+
+def test_a_worker_process_prefix_on_every_line_is_read_through():
+    """vLLM's multiprocess workers print each traceback line behind "(Name pid=N) "."""
+    prefix = "(VllmWorker TP0 pid=4242) "
+    text = "\n".join(prefix + line for line in (
+        "Traceback (most recent call last):",
+        '  File "/x/vllm/model_executor/models/llama_eagle3.py", line 433, in load_weights',
+        "    loader.load_weights(weights)",
+        VLLM_UNKNOWN_KEY)) + "\n"
+    (error,) = raised_errors(text)
+    assert error.type == "ValueError" and error.frames[-1].function == "load_weights"
+    assert "'draft_model'" in error.message

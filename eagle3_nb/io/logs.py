@@ -147,11 +147,15 @@ def raised_errors(text: str) -> list[RaisedError]:
     return list(latest.values())[-MAX_ERRORS:]
 
 
+# vLLM's worker processes prefix every line they print: "(VllmWorker TP0 pid=123) "
+_PROCESS_PREFIX = re.compile(r"^\((?:[\w.-]+ )*[\w.-]+ pid=\d+\) ?")
+
+
 def _traceback(lines: list[str], start: int) -> tuple[RaisedError | None, int]:
     frames: list[Frame] = []
     i = start + 1
     while i < len(lines):
-        line = lines[i]
+        line = _PROCESS_PREFIX.sub("", lines[i])
         m = _FRAME.match(line)
         if m:
             frames.append(Frame(m.group(1), int(m.group(2)), m.group(3)))
@@ -161,7 +165,8 @@ def _traceback(lines: list[str], start: int) -> tuple[RaisedError | None, int]:
                 message = [raised.group(2) or ""]
                 j = i + 1
                 while j < len(lines) and len(message) < MAX_MESSAGE_LINES and lines[j].strip() \
-                        and _TRACEBACK not in lines[j] and not _log_prefixed(lines[j]):
+                        and _TRACEBACK not in lines[j] and not _log_prefixed(lines[j]) \
+                        and not _PROCESS_PREFIX.match(lines[j]):
                     message.append(lines[j].strip())
                     j += 1
                 return RaisedError(raised.group(1), " ".join(m for m in message if m).strip(),
