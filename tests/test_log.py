@@ -306,3 +306,19 @@ def test_a_worker_process_prefix_on_every_line_is_read_through():
     (error,) = raised_errors(text)
     assert error.type == "ValueError" and error.frames[-1].function == "load_weights"
     assert "'draft_model'" in error.message
+
+
+def test_sglangs_bare_tensor_parallel_assert_is_named_by_its_frame():
+    """SGLang's LlamaAttention asserts head counts against the TP size without a message
+    (models/llama.py L183-193 in 0.5.23): only the frame tells what failed."""
+    text = ("[2026-12-01 10:00:05 TP0] Scheduler hit an exception: Traceback (most recent call "
+            "last):\n"
+            '  File "/sgl/python/sglang/srt/models/llama_eagle3.py", line 60, in __init__\n'
+            "    self.self_attn = LlamaAttention(\n"
+            '  File "/sgl/python/sglang/srt/models/llama.py", line 183, in __init__\n'
+            "    assert self.total_num_heads % tp_size == 0\n"
+            "AssertionError\n")
+    (finding,) = check_log_text(text, "sglang==0.5.23").findings
+    assert finding.code == "LAUNCH_SETTING" and finding.evidence["signature"] == "sglang-tp-heads"
+    elsewhere = text.replace("models/llama.py", "managers/scheduler.py")
+    assert check_log_text(elsewhere, "sglang==0.5.23").findings[0].code == "LOG_UNRECOGNISED"

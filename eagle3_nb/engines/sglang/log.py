@@ -117,6 +117,21 @@ SIGNATURES = (
               "python/sglang/srt/model_executor/cuda_graph_runner.py [0.5.9], "
               "model_executor/runner_backend_utils/__init__.py [0.5.16, 0.5.23] "
               "(CUDA_GRAPH_CAPTURE_FAILED_MSG; RuntimeErrors only)", "0.5.9", None, ab_plan=True),
+    Signature("sglang-tp-heads", r"^AssertionError$", "LAUNCH_SETTING", ERROR,
+              "an attention or kv head count of the draft (or the target) is not divisible by "
+              "the tensor-parallel size, or the size by the kv heads: SGLang's Llama layer "
+              "asserts at startup", "eagle3-nb inspect DRAFT --launch 'COMMAND' names the "
+              "draft's sizes that fail; serve at a tensor-parallel size that divides them",
+              "python/sglang/srt/models/llama.py LlamaAttention.__init__ (bare asserts; 0.5.9 "
+              "L139-149, 0.5.16 L144-154, 0.5.23 L183-193)", "0.5.9", None,
+              frame=r"models/llama\.py:\d+ __init__"),
+    Signature("sglang-not-divisible", r"(?P<size>\d+) is not divisible by (?P<tp>\d+)",
+              "LAUNCH_SETTING", ERROR, "a layer of size {size} cannot be sharded {tp} ways",
+              "eagle3-nb inspect DRAFT --launch 'COMMAND' names the draft's sizes that fail; "
+              "serve at a tensor-parallel size that divides them",
+              "python/sglang/srt/distributed/utils.py ensure_divisibility, called from "
+              f"srt/layers/linear.py ({_READ_TEXT})", "0.5.9", None,
+              frame=r"linear\.py|distributed/utils\.py"),
     Signature("sglang-partial-drafting-flags", r"^AssertionError$", "LAUNCH_SETTING", ERROR,
               "only some of --speculative-num-steps, --speculative-eagle-topk and "
               "--speculative-num-draft-tokens are set: SGLang asserts all three or none",
