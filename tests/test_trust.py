@@ -48,3 +48,29 @@ def test_a_launch_setting_of_one_engine_leaves_the_other_alone():
     assert any(f["code"] == "LAUNCH_SETTING" and f["engine"] == "sglang==0.5.23"
                and f["severity"] == "error" for f in data["findings"])
     assert verdicts == {"sglang==0.5.23": "silent_failure", "vllm==0.34.0": "ok"}
+
+
+def test_following_the_way_out_of_the_unread_nested_ids_removes_the_finding(tmp_path):
+    """#25, wrong advice: the vLLM V2 finding names `eagle3-nb convert ... --engine`; following
+    it writes the ids where vLLM 0.34.0 reads them, and the finding is gone (SGLang, which reads
+    the nested ids, keeps capturing the same layers)."""
+    import json
+
+    from eagle3_nb.convert import convert_checkpoint
+
+    draft = tmp_path / "nested"
+    shutil.copytree(DRAFTS / "good", draft)
+    raw = json.loads((draft / "config.json").read_text())
+    raw["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [1, 3, 5]}
+    (draft / "config.json").write_text(json.dumps(raw))
+
+    def engine_errors(path):
+        data = inspect_checkpoint(path, ENGINES, TARGET_CONFIG, stats=False).to_json()
+        errors = {(f["engine"], f["code"]) for f in data["findings"] if f["severity"] == "error"}
+        aux = {e["profile"]: e["aux_layers"]["ids"] for e in data["engines"]}
+        return errors, aux
+    before, _ = engine_errors(draft)
+    assert ("vllm==0.34.0", "ENGINE_BUG") in before
+    convert_checkpoint(draft, tmp_path / "converted", engine="vllm==0.34.0")
+    after, aux = engine_errors(tmp_path / "converted")
+    assert after == set() and aux == {"sglang==0.5.23": [2, 4, 6], "vllm==0.34.0": [2, 4, 6]}

@@ -174,6 +174,27 @@ def resolve_target(to: str | None, engine: str | None, fix_d2t: bool = False) ->
     return _target_for_engine(resolve_engine(engine))
 
 
+def _ids_where_the_engine_reads(profile, ckpt: Checkpoint, config: dict) -> list[ConfigChange]:
+    """A flat config whose aux ids sit where this release does not read them (vLLM's model
+    runner V2 reads only the top level): the ids written at the top level too, as the
+    hidden_states indices training used, which that engine captures as is. The nested ids stay
+    for the engines that read them there."""
+    from eagle3_nb.engines.planner import plan_load, trained_aux_indices
+
+    cfg = ckpt.config
+    if "speculators_config" in config or "eagle_aux_hidden_state_layer_ids" in config \
+            or not cfg.aux_layer_ids.present:
+        return []
+    plan = plan_load(profile, cfg, {n: t.shape for n, t in ckpt.tensors.items()})
+    trained, why = trained_aux_indices(cfg, None)
+    if plan.aux.source != "default" or not trained or "top_level" not in profile.aux_id_sources:
+        return []
+    config["eagle_aux_hidden_state_layer_ids"] = trained
+    return [ConfigChange("eagle_aux_hidden_state_layer_ids", ABSENT, trained,
+                         f"{profile.key} does not read the ids at {cfg.aux_layer_ids.source}: "
+                         f"written where it does, as the hidden_states training used ({why})")]
+
+
 def _target_for_engine(profile) -> Target:
     """The layout a profile loads, read from its data: the decoder parameter names it builds
     and the config dialects it starts from."""
@@ -783,6 +804,8 @@ def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, to: str |
     if fix_d2t:
         entries, d2t_fix = _fix_d2t(ckpt, src_cfg, entries)
     new_config, changes, cfg_warnings = _build_config(ckpt, src_cfg, target, entries)
+    if engine is not None and to is None:
+        changes += _ids_where_the_engine_reads(resolve_engine(engine), ckpt, new_config)
     warnings = key_warnings + cfg_warnings
     earlier = _earlier_provenance(ckpt, warnings)
     used = {"config.json", INDEX_NAME, *ckpt.code_files,

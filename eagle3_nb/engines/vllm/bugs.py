@@ -33,12 +33,15 @@ BUGS: tuple[KnownBug, ...] = (
              effect="nested_aux_ids_ignored", effect_from="0.29.0",
              ways_out=(("0.22.0", "put the aux ids at the top level of a copy of the draft's "
                                   "config.json, as the hidden_states indices training used (vLLM "
-                                  "adds no offset); or VLLM_USE_V2_MODEL_RUNNER=0, whose model "
-                                  "runner V1 reads the nested ids as hidden_states indices"),
+                                  "adds no offset; eagle3-nb convert DRAFT NEW --engine "
+                                  "vllm==VERSION writes them); or VLLM_USE_V2_MODEL_RUNNER=0, "
+                                  "whose model runner V1 reads the nested ids as hidden_states "
+                                  "indices"),
                        ("0.34.0", "put the aux ids at the top level of a copy of the draft's "
                                   "config.json, as the hidden_states indices training used (vLLM "
-                                  "adds no offset); VLLM_USE_V2_MODEL_RUNNER=0 now stops startup "
-                                  "(model runner V1 is removed)"))),
+                                  "adds no offset; eagle3-nb convert DRAFT NEW --engine "
+                                  "vllm==VERSION writes them); VLLM_USE_V2_MODEL_RUNNER=0 now "
+                                  "stops startup (model runner V1 is removed)"))),
     KnownBug("survey:vllm-v2-runner-use_aux", "vllm", "0.22.0", "0.33.0", "use_aux_false",
              WARNING, "vLLM's model runner V2 ignores use_aux_hidden_state: false before 0.33.0 "
              "(V1 reads it from 0.12.0): under V2 the head gets 3 captured states",
