@@ -7,8 +7,9 @@
   torch, plotly or transformers;
 - nothing imports samples;
 - no engine name or release literal outside engines/ (string constants other than docstrings,
-  identifiers and imported module paths): the generic code asks the registry. samples/ is
-  exempt: it writes the bundled drafts and what each release is recorded to do with them.
+  identifiers and imported module paths): the generic code asks the registry. In samples/, whose
+  prose tells what each release is recorded to do with each bundled draft, no NAME==VERSION
+  spec: the engine folders name the releases.
 """
 
 from __future__ import annotations
@@ -221,13 +222,18 @@ def _is_own_version(node: ast.AST) -> bool:
 
 
 def engine_literals(root: Path) -> list[str]:
-    """Engine names and release literals in the package outside engines/ (and samples/)."""
+    """Engine names and release literals in the package outside engines/; in samples/ (whose
+    prose tells each sample's story per engine) the NAME==VERSION specs only."""
     names = engine_names(root)
     word = re.compile(r"(?i)(?<![a-z])(" + "|".join(map(re.escape, names)) + r")(?![a-z])")
+    spec = re.compile(r"(?i)\b(" + "|".join(map(re.escape, names)) + r")\s*==\s*\d")
     problems = []
     for path in sorted(root.rglob("*.py")):
         mod = module_name(path, root)
-        if _owner(mod, (ENGINE_HOME, *LITERAL_EXEMPT)):
+        if _owner(mod, (ENGINE_HOME,)):
+            continue
+        if _owner(mod, LITERAL_EXEMPT):
+            problems += _engine_specs(path, mod, spec)
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         docs = _docstrings(tree)
@@ -246,6 +252,15 @@ def engine_literals(root: Path) -> list[str]:
                     problems.append(f"{mod}:{node.lineno} names engine {found.group(1)!r} in "
                                     f"{text[:60]!r}: ask the registry (engines/)")
     return problems
+
+
+def _engine_specs(path: Path, mod: str, spec: re.Pattern) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = _docstrings(tree)
+    return [f"{mod}:{node.lineno} release literal {node.value[:60]!r}: the engine folders name "
+            "the releases (engines/)" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docs and spec.search(node.value)]
 
 
 def heavy_on_header_path(graph) -> list[str]:
@@ -290,6 +305,7 @@ def test_every_module_has_a_layer():
     ("report/run.py", "def _f():\n    return parse('0.5.16')", "release literal '0.5.16'"),
     ("viz/keys.py", "def sglang_rows():\n    pass", "names engine 'sglang'"),
     ("cli.py", "from eagle3_nb.engines.vllm import probe", "names engine 'vllm'"),
+    ("samples/build.py", "RELEASES = ('sglang==0.5.9',)", "release literal 'sglang==0.5.9'"),
 ])
 def test_a_planted_violation_is_caught(tmp_path, file, line, expected):
     root = tmp_path / "eagle3_nb"

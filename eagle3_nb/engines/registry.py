@@ -143,6 +143,8 @@ class Engine:
     package: str = ""                          # the pip distribution ("": the name)
     # releases the demo report answers for beside the newest (report.run.demo_engines)
     demo_releases: tuple[str, ...] = ()
+    # releases the bundled sample drafts' recorded expectations are for (samples' manifest)
+    sample_releases: tuple[str, ...] = ()
     # what the engine calls the kit's figures (ObservedMetrics fields), for labels
     figure_names: dict[str, str] = field(default_factory=dict)
 

@@ -22,6 +22,9 @@ from typing import Any, Callable
 import torch
 from safetensors.torch import save_file
 
+from eagle3_nb.engines import split_spec
+from eagle3_nb.engines.registry import engines
+
 SEED = 20250601
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "data_samples"
 
@@ -36,7 +39,8 @@ BF16 = torch.bfloat16
 TRAINED_DRAFT = "draft.safetensors"     # data_samples/train/: the trained draft (`--train`)
 DRAFT_CURVES = "draft_training.json"
 
-ENGINES = ("sglang==0.5.9", "sglang==0.5.16", "sglang==0.5.23", "vllm==0.33")
+# the releases each sample's expectations are recorded for, as the engine folders name them
+ENGINES = tuple(f"{e.name}=={r}" for e in engines().values() for r in e.sample_releases)
 VERDICTS = {
     "ok": "the engine loads the draft and computes what was trained (warnings and info allowed)",
     "silent_failure": "the engine loads the draft, but an error-severity problem (engine-specific "
@@ -692,7 +696,7 @@ def engines_label(engines: list[str]) -> str:
         return "every engine"
     names: dict[str, list[str]] = {}
     for spec in engines:
-        name, _, version = spec.partition("==")
+        name, version = split_spec(spec)
         names.setdefault(name, []).append(version)
     return "; ".join(f"{name} {', '.join(versions)}" for name, versions in names.items())
 

@@ -15,6 +15,8 @@ ENGINE = register(Engine(
     launch=launch.DIALECT, drafting_rule=drafting.default_rule, flag_advice=advice.flag_rows,
     source=advice.SRC, draft_rope=profiles.DRAFT_ROPE, tree_drafting=profiles.TREE_DRAFTING,
     demo_releases=("0.5.9",),  # drops layers0-flat's layers.0.* keys silently (profiles.py)
+    # before and after the layers.0 rename (0.5.16) and the newest read
+    sample_releases=("0.5.9", "0.5.16", "0.5.23"),
     log=log.DIALECT, readers=metrics.READERS, figure_names=metrics.FIGURE_NAMES, observe=observe,
     probe="eagle3_nb.engines.sglang.probe",
     probe_stubs={

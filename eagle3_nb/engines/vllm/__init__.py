@@ -14,6 +14,7 @@ ENGINE = register(Engine(
     profiles=profiles.PROFILES, folder=Path(__file__).resolve().parent, bugs=bugs.BUGS,
     launch=launch.DIALECT, drafting_rule=drafting.default_rule, flag_advice=advice.flag_rows,
     source=advice.SRC, draft_rope=profiles.DRAFT_ROPE,
+    sample_releases=("0.33",),  # the range the samples' expectations were written for
     log=log.DIALECT, readers=metrics.READERS, figure_names=metrics.FIGURE_NAMES, observe=observe,
     probe="eagle3_nb.engines.vllm.probe",
     probe_stubs={
