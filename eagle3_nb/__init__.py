@@ -5,7 +5,23 @@ Import is light: heavy modules (torch, plotly, transformers) load only when a fu
 
 from __future__ import annotations
 
-from eagle3_nb.errors import Eagle3NbError
+import os
+import sys
+
+
+def _drop_working_directory_from_path() -> None:
+    """`python -m eagle3_nb.cli` puts the working directory first on sys.path, so run from inside
+    a downloaded checkpoint it would import that checkpoint's json.py, argparse.py or sglang.py
+    before the real module. The kit is installed; it never needs the working directory."""
+    if sys.flags.safe_path or not sys.argv or sys.argv[0] != "-m" or not sys.path:
+        return
+    if sys.path[0] in ("", os.getcwd()):
+        del sys.path[0]
+
+
+_drop_working_directory_from_path()
+
+from eagle3_nb.errors import Eagle3NbError  # noqa: E402  (after the guard, on purpose)
 
 __version__ = "0.1.0"
 __all__ = ["Eagle3NbError", "__version__", "inspect_checkpoint"]

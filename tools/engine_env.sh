@@ -37,7 +37,16 @@ case "$ENGINE-$VERSION" in
   vllm-0.11.0) DEPS="$DEPS blake3==1.0.11 gguf==0.19.0 setproctitle==1.3.8" ;;  # vllm.config, model loader
 esac
 
+# The probe's entry point: a console script run with -P, so neither the working directory (a
+# downloaded checkpoint, say) nor the script's folder is put on sys.path before the real modules.
+console_script() {
+  printf '#!%s -P\nimport sys\nfrom eagle3_nb.cli import main\nsys.exit(main())\n' \
+    "$ENV/bin/python" > "$ENV/bin/eagle3-nb"
+  chmod +x "$ENV/bin/eagle3-nb"
+}
+
 if [ -f "$ENV/.ready" ]; then
+  test -x "$ENV/bin/eagle3-nb" || console_script
   echo "$ENV ready ($(du -sh "$ENV" | cut -f1))"; exit 0
 fi
 test -x "$DEV/bin/python" || { echo "engine_env.sh: run make setup first (no $DEV)" >&2; exit 2; }
@@ -55,5 +64,6 @@ echo "import site; site.addsitedir('$DEVSITE')" > "$SITE/_eagle3nb_devvenv.pth"
   "$ENGINE==$VERSION" $DEPS
 # with the probe's stubs (CUDA-only packages), as the probe imports it
 "$ENV/bin/python" -c "import eagle3_nb.engines.stubs as s; s.install(); import $ENGINE, torch, eagle3_nb"
+console_script
 touch "$ENV/.ready"
 echo "$ENV ready in $(( $(date +%s) - start ))s ($(du -sh "$ENV" | cut -f1))"

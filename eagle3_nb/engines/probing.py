@@ -40,7 +40,7 @@ class Built:
 def install_hint(engine: str) -> str:
     return (f"make engine-env ENGINE={engine} (creates .cache/engines/{engine}-<version>/ on top "
             f"of .venv), then run the probe with that environment's Python: "
-            f".cache/engines/{engine}-<version>/bin/python -m eagle3_nb.cli probe DRAFT "
+            f".cache/engines/{engine}-<version>/bin/eagle3-nb probe DRAFT "
             f"--engine {engine}")
 
 

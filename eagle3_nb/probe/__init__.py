@@ -8,6 +8,8 @@ Imports torch and the engine; nothing on the header path imports this package.
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,36 @@ _TORCH_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": 
                  "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
 
 
+def _inside(path: str | None, folder: Path) -> bool:
+    if not isinstance(path, str) or not os.path.isabs(path):  # torch.ops's __file__ is a name
+        return False
+    try:
+        return Path(path).resolve().is_relative_to(folder)
+    except (OSError, ValueError):
+        return False
+
+
+def refuse_checkpoint_code(folder: Path) -> None:
+    """The probe runs untrusted checkpoints through the engine's loader: refuse when the
+    checkpoint's folder is on sys.path (its .py files would shadow real modules) or when a module
+    was already imported from it."""
+    from eagle3_nb.errors import Eagle3NbError
+
+    folder = Path(folder).resolve()
+    on_path = [p for p in sys.path if isinstance(p, str) and os.path.isdir(p or ".")
+               and _inside(os.path.abspath(p or "."), folder)]
+    loaded = sorted(name for name, mod in list(sys.modules.items())
+                    if _inside(getattr(mod, "__file__", None), folder))
+    if on_path or loaded:
+        what = (f"modules imported from it: {', '.join(loaded[:5])}" if loaded
+                else f"it is on sys.path ({on_path[0] or 'the working directory'})")
+        raise Eagle3NbError(
+            f"the checkpoint folder could run its own code in this process: {what}", str(folder),
+            "run the probe through the side environment's console script "
+            "(.cache/engines/<engine>-<version>/bin/eagle3-nb probe DRAFT), or with python -P, "
+            "from a directory outside the checkpoint, and without it on PYTHONPATH")
+
+
 def probe_checkpoint(path: str | Path, engine: str,
                      target_config: str | Path | None = None) -> ProbeResult:
     import importlib
@@ -106,6 +138,7 @@ def probe_checkpoint(path: str | Path, engine: str,
                             "inspect answers from the profiles without one")
     version = engine_version(engine)
     ckpt = Checkpoint.open(path)
+    refuse_checkpoint_code(ckpt.path)
     cfg = ckpt.config
     target = load_target_info(target_config) if target_config else None
     profile = resolve_engine(f"{engine}=={version}")
@@ -123,6 +156,7 @@ def probe_checkpoint(path: str | Path, engine: str,
         return ProbeResult(engine, version, profile.key, not profile.based_on, "", obs, diffs,
                            findings(diffs, f"{engine} {version}", profile.key), stubs.used(),
                            notes)
+    refuse_checkpoint_code(ckpt.path)
     notes += built.notes
     obs = observe_load(built.model, built.load, weights, built.watch_attrs)
     diffs = compare(plan, obs, engine_params=list(plan.params))
