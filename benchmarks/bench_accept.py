@@ -37,7 +37,8 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from eagle3_nb.acceptance import Drafting, _left_pad, simulate  # noqa: E402
+from eagle3_nb.acceptance import Drafting, simulate  # noqa: E402
+from eagle3_nb.decoding import left_pad  # noqa: E402
 from eagle3_nb.model import Wiring  # noqa: E402
 
 SAMPLES = REPO / "data_samples"
@@ -120,8 +121,34 @@ def measure(name, build, device, dtype, args) -> list[dict]:
     for b in args.batch_sizes:
         greedy = greedy_seconds(target, prompts, args.max_new_tokens, b, device)
         rows += [measure_batch(name, draft, timed, prompts, wiring, device, dtype, b, d, greedy,
-                               args) for d in args.drafting]
+                               args, stepwise) for d in args.drafting for stepwise in (False, True)]
+        if name == "tiny":
+            rows.append(measure_what_if(draft, timed, prompts, device, b, greedy, args))
     return rows
+
+
+def measure_what_if(draft, timed, prompts, device, batch_size, greedy, args) -> dict:
+    """Every wiring the kit simulates for the bundled draft, greedy verification (one target
+    generation shared by all of them), against one plain greedy generation."""
+    from eagle3_nb.checks.acceptance import load_for_run
+    from eagle3_nb.whatif import run_what_if
+
+    presets = load_for_run(SAMPLES / "drafts" / "good", SAMPLES / "target", None, device)[2]
+    drafting = Drafting(4)
+    timed.seconds = 0.0
+    sync(device)
+    t = time.perf_counter()
+    rows = run_what_if(draft, timed, prompts, presets, max_new_tokens=args.max_new_tokens,
+                       progress=False, batch_size=batch_size, drafting=drafting)
+    sync(device)
+    wall = time.perf_counter() - t
+    steps = sum(r.result.stats()["n_verify_steps"] for r in rows if r.result)
+    tokens = sum(r.result.stats()["n_tokens"] for r in rows if r.result)
+    return {"case": f"tiny what-if ({len(rows)} wirings)", "device": str(device), "dtype": "float32",
+            "drafting": drafting.label(), "path": "greedy fast", "batch": batch_size,
+            "prompts": len(prompts), "steps": steps, "tokens": tokens, "s": wall,
+            "steps/s": steps / wall, "tokens/s": tokens / wall, "target share": timed.seconds / wall,
+            "accept len": float("nan"), "greedy s": greedy, "x greedy": wall / greedy}
 
 
 @torch.no_grad()
@@ -131,7 +158,7 @@ def greedy_seconds(target, prompts, max_new_tokens: int, batch_size: int, device
     sync(device)
     t = time.perf_counter()
     for i in range(0, len(prompts), batch_size):
-        ids, mask = _left_pad([p.reshape(-1).cpu() for p in prompts[i:i + batch_size]])
+        ids, mask = left_pad([p.reshape(-1).cpu() for p in prompts[i:i + batch_size]])
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         out, past = target.forward_cached(ids, mask, positions, None, logits_to_keep=1)
         for _ in range(max_new_tokens - 1):
@@ -144,17 +171,18 @@ def greedy_seconds(target, prompts, max_new_tokens: int, batch_size: int, device
 
 
 def measure_batch(name, draft, timed, prompts, wiring, device, dtype, batch_size, drafting,
-                  greedy, args) -> dict:
+                  greedy, args, stepwise: bool) -> dict:
     timed.seconds = 0.0
     sync(device)
     t = time.perf_counter()
     result = simulate(draft, timed, prompts, max_new_tokens=args.max_new_tokens, wiring=wiring,
-                      progress=False, batch_size=batch_size, drafting=drafting)
+                      progress=False, batch_size=batch_size, drafting=drafting, stepwise=stepwise)
     sync(device)
     wall = time.perf_counter() - t
     stats = result.stats()
     return {"case": name, "device": str(device), "dtype": str(dtype).replace("torch.", ""),
-            "drafting": drafting.label(), "batch": batch_size, "prompts": len(prompts),
+            "drafting": drafting.label(), "path": "step by step" if stepwise else "greedy fast",
+            "batch": batch_size, "prompts": len(prompts),
             "steps": stats["n_verify_steps"], "tokens": stats["n_tokens"], "s": wall,
             "steps/s": stats["n_verify_steps"] / wall, "tokens/s": stats["n_tokens"] / wall,
             "target share": timed.seconds / wall, "accept len": stats["mean_accept_length"],
@@ -191,7 +219,7 @@ def main() -> None:
 
 
 def print_table(rows: list[dict]) -> None:
-    cols = ["case", "device", "dtype", "drafting", "batch", "prompts", "steps", "tokens", "s",
+    cols = ["case", "device", "dtype", "drafting", "path", "batch", "prompts", "steps", "tokens", "s",
             "steps/s", "tokens/s", "target share", "accept len", "greedy s", "x greedy"]
     fmt = {"s": "{:.2f}", "steps/s": "{:.1f}", "tokens/s": "{:.1f}", "target share": "{:.0%}",
            "accept len": "{:.2f}", "greedy s": "{:.2f}", "x greedy": "{:.2f}x"}

@@ -16,181 +16,23 @@ engine keeps its per-request KV.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
 from typing import Any
 
 import torch
 
+from eagle3_nb.decoding import (TOP_CANDIDATES, AcceptanceResult, Drafting, SampleRun,
+                                VerifyStep, left_pad, tree_step)
+from eagle3_nb.defaults import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_NUM_STEPS,
+                                PROGRESS_VARIABLE)
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.features import draft_features
+from eagle3_nb.greedy import GreedyTrace, feature_key, greedy_trace, simulate_greedy
 from eagle3_nb.model import DraftCache, Wiring, as_engine_leaves, ttt_logits
-from eagle3_nb.tree import (DraftTree, accepted_path, draft_tree, sampled_path, shown_path,
-                            target_probs, verify_mask)
-from eagle3_nb.defaults import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_NUM_STEPS
-from eagle3_nb.engines.registry import figure_names
-from eagle3_nb.uncertainty import ratio_se
+from eagle3_nb.tree import (DraftTree, accepted_path, draft_tree, sampled_path, target_probs,
+                            verify_mask)
 
-
-@dataclass(frozen=True)
-class Drafting:
-    """How many tokens a verify step drafts and checks, as the engines name it: num_steps
-    (SGLang --speculative-num-steps, vLLM num_speculative_tokens), topk
-    (--speculative-eagle-topk: 1 is a chain) and num_draft_tokens (--speculative-num-draft-tokens:
-    the tree's size, root included; a chain's is num_steps + 1). `source` says where they came
-    from (defaults, parameters, a launch command, the engine's own log)."""
-    num_steps: int = DEFAULT_NUM_STEPS
-    topk: int = 1
-    num_draft_tokens: int | None = None
-    source: str = "the kit's defaults"
-    temperature: float = 0.0   # 0: greedy verification; above: the target samples (tree.py)
-
-    def __post_init__(self):
-        if not self.temperature >= 0:
-            raise Eagle3NbError(f"temperature {self.temperature} must be >= 0", "temperature",
-                                "0 for greedy verification, or the engine's sampling temperature")
-        if self.num_steps < 1 or self.topk < 1:
-            raise Eagle3NbError(f"num_steps {self.num_steps} and topk {self.topk} must be >= 1",
-                                None, "pass positive counts")
-        if self.num_draft_tokens is None or self.topk == 1:
-            # SGLang sets num_draft_tokens to num_steps + 1 when topk is 1 (speculative_hook.py)
-            object.__setattr__(self, "num_draft_tokens", self.chain_tokens if self.topk == 1
-                               else self.num_draft_tokens or self.max_draft_tokens)
-        if not 2 <= self.num_draft_tokens <= self.max_draft_tokens:
-            raise Eagle3NbError(
-                f"num_draft_tokens {self.num_draft_tokens} with topk {self.topk} and num_steps "
-                f"{self.num_steps}: a tree holds 2 to {self.max_draft_tokens} tokens (the root "
-                f"and topk + (num_steps - 1) * topk^2 candidates)", "num_draft_tokens",
-                "pick a size inside that range")
-
-    @property
-    def chain_tokens(self) -> int:
-        return self.num_steps + 1
-
-    @property
-    def max_draft_tokens(self) -> int:
-        return 1 + self.topk + (self.num_steps - 1) * self.topk ** 2
-
-    @property
-    def is_chain(self) -> bool:
-        return self.topk == 1
-
-    def label(self) -> str:
-        shape = (f"chain of {self.num_steps}" if self.is_chain else
-                 f"tree: {self.num_steps} steps, topk {self.topk}, "
-                 f"{self.num_draft_tokens} draft tokens")
-        if self.temperature:
-            return f"{shape}, sampled at temperature {self.temperature:g}"
-        return shape
-
-    def to_json(self) -> dict[str, Any]:
-        return {"num_steps": self.num_steps, "topk": self.topk,
-                "num_draft_tokens": self.num_draft_tokens, "temperature": self.temperature,
-                "verification": "target-only rejection sampling" if self.temperature else "greedy",
-                "source": self.source, "label": self.label()}
-
-
-@dataclass
-class VerifyStep:
-    position: int          # committed tokens before the step (prompt included)
-    drafted: list[int]     # target ids the draft proposed
-    target: list[int]      # the target's greedy token at each drafted position, then one more
-    accepted: int
-    # per drafted position, the draft's top candidates as [target id, probability], best first
-    # (a tree: the siblings it verified there, as [target id, cumulative score])
-    candidates: list[list[list[float]]] = field(default_factory=list)
-    # a tree step only: the verified tree, {"tokens", "parents", "scores"} (node 0 is the root)
-    tree: dict[str, Any] | None = None
-
-    @property
-    def accept_length(self) -> int:
-        return self.accepted + 1
-
-    @property
-    def bonus(self) -> int:
-        return self.target[self.accepted]
-
-    @property
-    def accept_flags(self) -> list[bool]:
-        """Per drafted token: kept (the accepted prefix) or rejected."""
-        return [i < self.accepted for i in range(len(self.drafted))]
-
-    def to_json(self) -> dict[str, Any]:
-        out = {"position": self.position, "drafted": self.drafted, "target": self.target,
-               "accepted": self.accepted, "accept_flags": self.accept_flags,
-               "accept_length": self.accept_length, "candidates": self.candidates}
-        if self.tree is not None:
-            out["tree"] = self.tree
-        return out
-
-
-@dataclass
-class SampleRun:
-    prompt: list[int]
-    first_token: int                 # from the prefill pass, before any verify step
-    steps: list[VerifyStep] = field(default_factory=list)
-
-    @property
-    def generated(self) -> list[int]:
-        out = [self.first_token]
-        for s in self.steps:
-            out += s.drafted[:s.accepted] + [s.bonus]
-        return out
-
-
-@dataclass
-class AcceptanceResult:
-    wiring: str
-    num_steps: int
-    samples: list[SampleRun]
-    drafting: Drafting | None = None     # None: a chain of num_steps
-
-    def __post_init__(self):
-        self.drafting = self.drafting or Drafting(self.num_steps)
-
-    @property
-    def steps(self) -> list[VerifyStep]:
-        return [s for run in self.samples for s in run.steps]
-
-    def per_prompt(self) -> tuple[list[int], list[int]]:
-        """(accept lengths summed, verify steps) per prompt: the sampling unit of the errors."""
-        return ([sum(s.accept_length for s in r.steps) for r in self.samples],
-                [len(r.steps) for r in self.samples])
-
-    def per_prompt_passed(self, position: int) -> list[int]:
-        """Per prompt, the verify steps that accepted the drafted token at `position`."""
-        return [sum(s.accepted > position for s in r.steps) for r in self.samples]
-
-    def stats(self) -> dict[str, Any]:
-        steps, k = self.steps, self.num_steps
-        n = len(steps)
-        accepted = [s.accepted for s in steps]
-        reached = [sum(a >= i for a in accepted) for i in range(k)]
-        passed = [sum(a > i for a in accepted) for i in range(k)]
-        lengths, counts = self.per_prompt()
-        return {
-            "wiring": self.wiring, "num_steps": k, "drafting": self.drafting.to_json(),
-            "n_samples": len(self.samples),
-            "n_verify_steps": n, "n_tokens": sum(len(r.generated) for r in self.samples),
-            # tokens per verify step, bonus included, and 1 + accepted / drafts: identical per
-            # step here; engines differ only in what they average over
-            "mean_accept_length": (sum(accepted) + n) / n if n else None,
-            "mean_accept_length_se": ratio_se(lengths, counts),
-            "mean_acceptance_length": 1 + sum(accepted) / n if n else None,
-            "per_position_acceptance": [p / n if n else None for p in passed],
-            "per_position_acceptance_se": [ratio_se(self.per_prompt_passed(i), counts)
-                                           for i in range(k)],
-            "conditional_acceptance": [p / r if r else None for p, r in zip(passed, reached)],
-            "accept_length_histogram": {str(i + 1): accepted.count(i) for i in range(k + 1)},
-            "standard_errors": "by prompt (delta method for a ratio of sums over prompts)",
-            "engine_figure_names": figure_names(),
-        }
-
-    def to_json(self, with_steps: bool = False) -> dict[str, Any]:
-        out = self.stats()
-        if with_steps:
-            out["samples"] = [{"prompt": r.prompt, "first_token": r.first_token,
-                               "steps": [s.to_json() for s in r.steps]} for r in self.samples]
-        return out
+__all__ = ["AcceptanceResult", "Drafting", "SampleRun", "VerifyStep", "score_dumps", "simulate"]
 
 
 @torch.no_grad()
@@ -199,7 +41,8 @@ def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = DEFAUL
              stop_at_eos: bool = False, progress: bool | None = None,
              batch_size: int = DEFAULT_BATCH_SIZE,
              drafting: Drafting | None = None, tree: bool | None = None,
-             seed: int = 0) -> AcceptanceResult:
+             seed: int = 0, stepwise: bool = False,
+             trace: GreedyTrace | None = None) -> AcceptanceResult:
     """Greedy speculative decoding of each prompt until max_new_tokens are generated (the last
     verify step is kept whole). EOS is not special unless stop_at_eos (then a prompt ends with
     the verify step that commits it, kept whole), so runs stay comparable. Up to batch_size
@@ -211,7 +54,10 @@ def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = DEFAUL
     a tree as SGLang does (tree.py); tree=True runs the tree code even at topk 1. A
     temperature above 0 samples the first token and verifies by target-only rejection sampling
     (tree.sampled_path), from a generator seeded with `seed`: the committed tokens are then
-    distributed as the target's own samples, and the tokens depend on the batch size."""
+    distributed as the target's own samples, and the tokens depend on the batch size.
+    Greedy verification takes the fast path (greedy.py: one target generation, then the draft
+    alone; `trace` reuses a generation of these prompts) unless stepwise, which runs the verify
+    steps one by one as an engine does: the fast path's oracle, with the same result."""
     drafting = drafting or Drafting(num_steps)
     if batch_size < 1:
         raise Eagle3NbError(f"batch_size {batch_size} must be >= 1", None, "pass positive counts")
@@ -225,10 +71,18 @@ def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = DEFAUL
     if any(len(p) < 2 for p in prompts):
         raise Eagle3NbError("a prompt needs at least 2 tokens (the draft pairs each state with the "
                             "next token)", None, "drop empty or one-token prompts")
-    batch_class = _batch_class(drafting, tree)
+    if not drafting.temperature and not stepwise:
+        with progress_bar(len(prompts), progress, f"simulating {wiring.name}") as bar:
+            if trace is None or feature_key(wiring) not in trace.features:
+                trace = greedy_trace(target, prompts, max_new_tokens + drafting.num_steps,
+                                     [wiring], batch_size)
+            runs = simulate_greedy(model, trace, drafting, wiring, max_new_tokens, eos,
+                                   _uses_tree(drafting, tree), bar.update)
+        return AcceptanceResult(wiring.name, drafting.num_steps, runs, drafting)
+    batch_class = _TreeBatch if _uses_tree(drafting, tree) else _Batch
     generator = torch.Generator().manual_seed(seed)
     runs = []
-    with _progress(len(prompts), progress, f"simulating {wiring.name}") as bar:
+    with progress_bar(len(prompts), progress, f"simulating {wiring.name}") as bar:
         for i in range(0, len(prompts), batch_size):
             batch = batch_class(model, target, prompts[i:i + batch_size], drafting, wiring, eos,
                                 generator)
@@ -236,9 +90,9 @@ def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = DEFAUL
     return AcceptanceResult(wiring.name, drafting.num_steps, runs, drafting)
 
 
-def _batch_class(drafting: Drafting, tree: bool | None):
-    sampled = drafting.temperature > 0
-    return _TreeBatch if tree or sampled or (tree is None and not drafting.is_chain) else _Batch
+def _uses_tree(drafting: Drafting, tree: bool | None) -> bool:
+    """The tree rules: asked for, a topk above 1, or sampling (its verification is the tree's)."""
+    return bool(tree or drafting.temperature > 0 or (tree is None and not drafting.is_chain))
 
 
 class _NoBar:
@@ -252,10 +106,13 @@ class _NoBar:
         pass
 
 
-def _progress(total: int, enabled: bool | None, desc: str):
+def progress_bar(total: int, enabled: bool | None, desc: str):
     """A tqdm bar counting finished prompts when asked, or by default when the run is long
-    enough to wait on (more than 8 prompts)."""
-    if not (total > 8 if enabled is None else enabled):
+    enough to wait on (more than 8 prompts) and someone watches: not in a notebook the report
+    runs headless, where a bar would be saved as a dead widget (PROGRESS_VARIABLE)."""
+    if enabled is None:
+        enabled = total > 8 and os.environ.get(PROGRESS_VARIABLE) != "off"
+    if not enabled:
         return _NoBar()
     from tqdm.auto import tqdm
     return tqdm(total=total, desc=desc, unit="prompt", leave=False)
@@ -274,7 +131,7 @@ class _Batch:
         self.drafting, self.k, self.generator = drafting, drafting.num_steps, generator
         self.dev = draft.fc.weight.device
         self.rows = list(range(len(prompts)))           # index into self.runs of each live row
-        ids, valid = _left_pad(prompts)
+        ids, valid = left_pad(prompts)
         positions = (valid.cumsum(-1) - 1).clamp(min=0)
         out, self.past = target.forward_cached(ids, valid, positions, None, logits_to_keep=1)
         first = self._first_tokens(out)
@@ -317,7 +174,8 @@ class _Batch:
         for b, r in enumerate(self.rows):
             a = int(accepted[b])
             self.runs[r].steps.append(VerifyStep(
-                len(self.seqs[r]), drafted[b].tolist(), preds[b].tolist(), a, candidates[b]))
+                len(self.seqs[r]), drafted[b].tolist(), preds[b, :a + 1].tolist(), a,
+                candidates[b]))
             committed = drafted[b, :a].tolist() + [int(bonus[b])]
             self.seqs[r] += committed
             self.hit_eos[r] = self.hit_eos[r] or bool(self.eos.intersection(committed))
@@ -402,8 +260,8 @@ class _TreeBatch(_Batch):
             kept[b, [0, *path]] = True
             paths.append(path)
             bonuses.append(bonus)
-            self._record(r, _tree_step(tree, b, path, verify[b].tolist(), preds[b].tolist(),
-                                       bonus, len(self.seqs[r])))
+            self._record(r, tree_step(tree, b, path, verify[b].tolist(), bonus,
+                                      len(self.seqs[r])))
         self.mask = torch.cat([self.mask, kept.to(self.mask)], 1)
         self._next_tree_extend(verify, bonuses, draft_features(out, self.wiring), paths)
 
@@ -438,41 +296,12 @@ class _TreeBatch(_Batch):
         self.pos = self.pos + torch.tensor([len(p) + 1 for p in paths])
 
 
-def _tree_step(tree: DraftTree, row: int, path: list[int], verify: list[int], preds: list[int],
-               bonus: int, position: int) -> VerifyStep:
-    """One row's verify step: the shown path (accepted nodes, then the draft's favourite
-    continuation), the target's token at the root and at each of its nodes (the committed ones
-    along the accepted path, the bonus, then its greedy choice), the siblings tried at each
-    shown position, and the whole tree."""
-    shown = shown_path(tree, row, path)
-    target = [verify[n] for n in path] + [bonus] + [preds[n] for n in shown[len(path):]]
-    scores = [round(s, 4) for s in tree.scores[row].tolist()]
-    parents = tree.parents[row]
-    siblings = [sorted(([verify[c], scores[c - 1]] for c in tree.children(row, parents[n])),
-                       key=lambda pair: -pair[1])[:TOP_CANDIDATES] for n in shown]
-    return VerifyStep(position, [verify[n] for n in shown], target, len(path), siblings,
-                      {"tokens": verify, "parents": parents, "scores": scores})
-
-
-def _left_pad(rows: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """[B, T] ids left-padded with 0, and [B, T] long mask (1 = a real token)."""
-    width = max(len(r) for r in rows)
-    ids = torch.zeros(len(rows), width, dtype=torch.long)
-    mask = torch.zeros(len(rows), width, dtype=torch.long)
-    for b, r in enumerate(rows):
-        ids[b, width - len(r):], mask[b, width - len(r):] = r, 1
-    return ids, mask
-
-
 def _roll_right(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
     """Roll each row b of x [B, T, ...] right by shift[b] (wrapping), on dim 1."""
     T = x.shape[1]
     index = (torch.arange(T)[None] - shift[:, None]) % T
     index = index.to(x.device).view(*index.shape, *([1] * (x.dim() - 2))).expand_as(x)
     return x.gather(1, index)
-
-
-TOP_CANDIDATES = 3
 
 
 def _top_candidates(draft, logits: torch.Tensor, wiring: Wiring) -> list[list[list[list[float]]]]:

@@ -10,3 +10,6 @@ DEFAULT_NUM_STEPS = 4          # draft depth of a chain, when nothing states the
 DEFAULT_MAX_NEW_TOKENS = 48    # tokens generated per prompt
 DEFAULT_N_SAMPLES = 64         # prompts simulated
 DEFAULT_BATCH_SIZE = 8         # prompts decoded together (the tokens do not depend on it)
+THREADS_VARIABLE = "EAGLE3NB_THREADS"  # --threads, read where the models load (session.py); a
+                                       # notebook's kernel inherits it from `report`
+PROGRESS_VARIABLE = "EAGLE3NB_PROGRESS"  # "off": no progress bars (notebooks the report runs)

@@ -190,6 +190,35 @@ class DraftCache:
         return ((causal & self.valid[:, None, :]) | own)[:, None]
 
 
+@dataclass
+class SlotKV:
+    """One layer's keys and values for queries that each see a shared prefix (under a mask) plus
+    their own entries of earlier steps and themselves, one entry per query per step: a draft's
+    own steps from many positions at once (greedy.py), where a query's earlier steps are
+    its own chain or its beam slot's, as in the engines' per-request draft KV."""
+    prefix: LayerCache
+    keys: list[torch.Tensor] = field(default_factory=list)     # per step [B, nkv, n, hd]
+    values: list[torch.Tensor] = field(default_factory=list)
+
+
+def slot_attention(q, prefix: tuple[torch.Tensor, torch.Tensor], visible: torch.Tensor,
+                   own_keys: list[torch.Tensor], own_values: list[torch.Tensor],
+                   groups: int) -> torch.Tensor:
+    """q [B, nh, n, hd] over the prefix (keys, values [B, nkv, S, hd]) where visible [n, S],
+    and query i over entry i of each own key/value [B, nkv, n, hd]: [B, nh, n, hd]. Scores are
+    O(n * (S + steps)), not O(n * (S + steps * n)) as one mask over everything would be."""
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    keys = prefix[0].repeat_interleave(groups, 1)
+    s0 = (q @ keys.transpose(-1, -2) * scale).masked_fill(~visible, float("-inf"))
+    diag = [(q * k.repeat_interleave(groups, 1)).sum(-1, keepdim=True) * scale for k in own_keys]
+    p = torch.softmax(torch.cat([s0, *diag], -1), -1)
+    S = keys.shape[2]
+    out = p[..., :S] @ prefix[1].repeat_interleave(groups, 1)
+    for i, v in enumerate(own_values):
+        out = out + p[..., S + i:S + i + 1] * v.repeat_interleave(groups, 1)
+    return out
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: DraftConfig, in_width: int, qk_norm: bool):
         super().__init__()
@@ -221,6 +250,12 @@ class Attention(nn.Module):
         (positions only rotate: they may restart or repeat)."""
         B, T, _ = x.shape
         q, k, v = self.qkv(x, positions, inv_freq)
+        if isinstance(cache, SlotKV):  # visible: [n, S] over the prefix
+            cache.keys.append(k)
+            cache.values.append(v)
+            out = slot_attention(q, (cache.prefix.keys, cache.prefix.values), visible,
+                                 cache.keys, cache.values, self.nh // self.nkv)
+            return self.o_proj(out.transpose(1, 2).reshape(B, T, self.nh * self.hd))
         if cache is not None:
             if cache.keys is not None:
                 k = torch.cat([cache.keys, k], 2)
@@ -349,23 +384,23 @@ class Eagle3Draft(nn.Module):
         ids = self.to_target_ids(draft_ids, wiring)
         bad = (ids < 0) | (ids >= self.embed_tokens.num_embeddings)
         if bad.any():
-            raise DraftIdOutOfRange(
-                f"draft step {step}: draft id {int(draft_ids[bad][0])} maps to target id "
-                f"{int(ids[bad][0])}, outside the vocabulary of {self.embed_tokens.num_embeddings} "
-                f"(d2t read as {wiring.d2t_mode}); an engine stops here on a device-side assert",
-                wiring.name, "check the d2t format: eagle3-nb vocab CHECKPOINT")
+            raise out_of_range_error(step, int(draft_ids[bad][0]), int(ids[bad][0]),
+                                     self.embed_tokens.num_embeddings, wiring)
         return ids
 
     # -- passes ---------------------------------------------------------------------------
     def run(self, input_ids, hidden_states, position_ids=None, cache: DraftCache | None = None,
             wiring: Wiring | None = None, own_features: bool = False,
-            last_only: bool = False, valid: torch.Tensor | None = None) -> DraftOutput:
+            last_only: bool = False, valid: torch.Tensor | None = None,
+            visible: torch.Tensor | None = None) -> DraftOutput:
         """One causal pass: input_ids [B, T] (target ids, already shifted), hidden_states
         [B, T, A*Ht] target features (fc applies), or with own_features the draft's own H-wide
         output fed back (fc never applies, in every engine). last_only: logits and features of
         the last position only (drafting needs no more; the lm_head is the big matmul).
         valid [B, T]: False marks padding no later query may attend to (rows of a batch
-        extended by different counts are left-padded, so the last position is always real)."""
+        extended by different counts are left-padded, so the last position is always real).
+        visible [T, S]: what each new query sees of the cache and the new positions, instead
+        (the greedy path's own steps from every position at once, greedy.py)."""
         wiring = wiring or self.wiring
         B, T = input_ids.shape
         if position_ids is None:
@@ -373,8 +408,8 @@ class Eagle3Draft(nn.Module):
             position_ids = torch.arange(start, start + T, device=input_ids.device).expand(B, T)
         if cache is not None and not cache.layers:
             cache.layers = [LayerCache() for _ in self.layers]
-        visible = None
-        if valid is not None or (cache is not None and cache.valid is not None):
+        if visible is None and (valid is not None or (cache is not None
+                                                      and cache.valid is not None)):
             visible = (cache or DraftCache()).attention_mask(valid, T, input_ids.device)
         h = hidden_states.to(self.fc.weight.dtype)
         h, applied = (h, False) if own_features else self.project(h, wiring)
@@ -416,6 +451,14 @@ class Eagle3Draft(nn.Module):
             logits, feature = nxt.logits, nxt.features
         ids = torch.cat(draft_ids, 1)
         return DraftProposal(ids, self.to_target_ids(ids, wiring), torch.cat(all_logits, 1))
+
+
+def out_of_range_error(step: int, draft_id: int, target_id: int, vocab: int,
+                       wiring: Wiring) -> DraftIdOutOfRange:
+    return DraftIdOutOfRange(
+        f"draft step {step}: draft id {draft_id} maps to target id {target_id}, outside the "
+        f"vocabulary of {vocab} (d2t read as {wiring.d2t_mode}); an engine stops here on a "
+        "device-side assert", wiring.name, "check the d2t format: eagle3-nb vocab CHECKPOINT")
 
 
 def as_engine_leaves(draft: Eagle3Draft, wiring: Wiring, seed: int = 0) -> Eagle3Draft:
@@ -541,17 +584,9 @@ def _attend(layer, a, positions, inv_freq, past_k, past_v):
     q, k, v = att.qkv(a, positions, inv_freq)
     past_k.append(k)
     past_v.append(v)
-    g = att.nh // att.nkv
-    keys = [kk.repeat_interleave(g, 1) for kk in past_k]
-    vals = [vv.repeat_interleave(g, 1) for vv in past_v]
-    scale = 1.0 / math.sqrt(att.hd)
     causal = torch.ones(T, T, dtype=torch.bool, device=a.device).tril()
-    s0 = (q @ keys[0].transpose(-1, -2) * scale).masked_fill(~causal, float("-inf"))
-    diag = [((q * kk).sum(-1, keepdim=True) * scale) for kk in keys[1:]]
-    p = torch.softmax(torch.cat([s0, *diag], -1), -1)
-    out = p[..., :T] @ vals[0]
-    for i, vv in enumerate(vals[1:]):
-        out = out + p[..., T + i:T + i + 1] * vv
+    out = slot_attention(q, (past_k[0], past_v[0]), causal, past_k[1:], past_v[1:],
+                         att.nh // att.nkv)
     return att.o_proj(out.transpose(1, 2).reshape(B, T, att.nh * att.hd))
 
 

@@ -11,12 +11,14 @@ not hold gets no number (NotInDump): it needs the live target.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from eagle3_nb.defaults import THREADS_VARIABLE
 from eagle3_nb.drift import n_positions
 from eagle3_nb.config import token_id_list
 from eagle3_nb.engines import resolve_engines
@@ -92,13 +94,53 @@ def named_wirings(checkpoint: str | Path, target: str | Path | None = None,
                         wiring_presets(cfg, shapes, info, profiles))
 
 
+# Below this many parameters (draft and target together) a matmul is too short for more torch
+# threads to pay: on a busy 2-core machine the bundled pair ran 2.8x slower on torch's default
+# threads than on one (benchmarks/bench_threads.py measures it).
+SMALL_MODEL_PARAMS = 50_000_000
+
+
+@dataclass(frozen=True)
+class Threads:
+    count: int
+    why: str
+
+    def label(self) -> str:
+        return f"{self.count} torch thread{'s' if self.count != 1 else ''} ({self.why})"
+
+
+def choose_threads(params: int) -> Threads:
+    """--threads (EAGLE3NB_THREADS), else OMP_NUM_THREADS, else one thread for a small model
+    and every core the process may use for a larger one."""
+    for variable, why in ((THREADS_VARIABLE, "--threads"), ("OMP_NUM_THREADS", "OMP_NUM_THREADS")):
+        value = os.environ.get(variable, "").strip()
+        if value:
+            if not value.isdigit() or int(value) < 1:
+                raise Eagle3NbError(f"{variable}={value!r} is not a thread count", variable,
+                                    "set a positive whole number, or unset it")
+            return Threads(int(value), why)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if params < SMALL_MODEL_PARAMS:
+        return Threads(1, f"{params / 1e6:.1f}M parameters: more threads only contend")
+    return Threads(cores or 1, f"{params / 1e6:.0f}M parameters, {cores} cores")
+
+
+def apply_threads(*models) -> Threads:
+    threads = choose_threads(sum(p.numel() for m in models for p in m.parameters()))
+    torch.set_num_threads(threads.count)
+    return threads
+
+
 def load_for_run(checkpoint: str | Path, target: str | Path, engines: list[str] | None = None,
                  device: str | None = None):
-    """Draft, target and every named wiring for one run (CUDA bf16 when present)."""
+    """Draft, target and every named wiring for one run (CUDA bf16 when present), torch's
+    threads set for their size (the target's `threads` says how)."""
     dev, dtype = pick_device(device)
     named = named_wirings(checkpoint, target, engines)
     tgt = TargetModel.load(target, device=dev, dtype=dtype)
-    return load_draft(named.ckpt, dev, dtype, embed_from=target), tgt, named.presets
+    draft = load_draft(named.ckpt, dev, dtype, embed_from=target)
+    tgt.threads = apply_threads(tgt.model, draft)
+    return draft, tgt, named.presets
 
 
 REFERENCE = "recorded tokens (teacher-forced)"

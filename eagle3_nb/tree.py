@@ -62,12 +62,13 @@ class DraftTree:
         return out
 
 
-def _top_children(draft, logits: torch.Tensor, topk: int, wiring: Wiring,
+def _top_children(logits: torch.Tensor, topk: int, target_ids,
                   step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """[R, Vd] draft logits -> (probabilities, target ids) of the topk best, each [R, topk]."""
+    """[R, Vd] draft logits -> (probabilities, target ids) of the topk best, each [R, topk];
+    target_ids(draft_ids, step) maps them through d2t."""
     probs = torch.softmax(logits.float(), -1)
     top = probs.topk(topk, -1)
-    return top.values, draft.checked_target_ids(top.indices, wiring, step)
+    return top.values, target_ids(top.indices, step)
 
 
 @torch.no_grad()
@@ -78,24 +79,42 @@ def draft_tree(draft, ids, feats, positions, valid, cache: DraftCache, wiring: W
     B, K = ids.shape[0], topk
     out = draft.run(ids, feats, positions, cache, wiring, last_only=True, valid=valid)
     prefix = cache.length
-    scores, tokens = _top_children(draft, out.logits[:, -1], K, wiring, 0)
-    levels = [(scores, tokens, torch.full((B, K), -1, dtype=torch.long, device=ids.device))]
-    beams = torch.arange(K, device=ids.device).expand(B, K)   # candidate index of each beam
-    beam_ids, feature = tokens.reshape(B * K, 1), out.features.repeat_interleave(K, 0)
     cache.select(torch.arange(B, device=ids.device).repeat_interleave(K))  # one row per slot
     slot_pos = positions[:, -1:].repeat_interleave(K, 0)
-    rows = torch.arange(B, device=ids.device)[:, None]
-    for i in range(1, num_steps):
+
+    def run_beams(beam_ids, feature, i):
         nxt = draft.run(beam_ids, feature, slot_pos + i, cache, wiring, own_features=True)
-        probs, child = _top_children(draft, nxt.logits[:, -1], K, wiring, i)
+        return nxt.logits[:, -1], nxt.features
+
+    tree = grow_levels(out.logits[:, -1], out.features, run_beams,
+                       lambda draft_ids, step: draft.checked_target_ids(draft_ids, wiring, step),
+                       num_steps, K, num_draft_tokens)
+    cache.select(torch.arange(B, device=ids.device) * K)
+    cache.truncate(prefix)
+    return tree
+
+
+def grow_levels(logits: torch.Tensor, features: torch.Tensor, run_beams, target_ids,
+                num_steps: int, topk: int, num_draft_tokens: int) -> DraftTree:
+    """The candidate levels from the extend's last logits [R, Vd] and features [R, 1, H], and
+    the tree kept from them. run_beams(beam_ids [R*K, 1], features [R*K, 1, H], step) runs the
+    draft's forward `step` over the beams (slot fastest) and returns (logits [R*K, Vd],
+    features [R*K, ..., H])."""
+    B, K = logits.shape[0], topk
+    scores, tokens = _top_children(logits, K, target_ids, 0)
+    levels = [(scores, tokens, torch.full((B, K), -1, dtype=torch.long, device=logits.device))]
+    beams = torch.arange(K, device=logits.device).expand(B, K)   # candidate index of each beam
+    beam_ids, feature = tokens.reshape(B * K, 1), features.repeat_interleave(K, 0)
+    rows = torch.arange(B, device=logits.device)[:, None]
+    for i in range(1, num_steps):
+        step_logits, step_features = run_beams(beam_ids, feature, i)
+        probs, child = _top_children(step_logits, K, target_ids, i)
         expanded = (scores[:, :, None] * probs.view(B, K, K)).view(B, K * K)
         levels.append((expanded, child.view(B, K * K), beams.repeat_interleave(K, 1)))
         scores, pick = expanded.topk(K, -1)
         beams = K + K * K * (i - 1) + pick
         beam_ids = child.view(B, K * K).gather(1, pick).reshape(B * K, 1)
-        feature = nxt.features.view(B, K, 1, -1)[rows, pick // K].reshape(B * K, 1, -1)
-    cache.select(torch.arange(B, device=ids.device) * K)
-    cache.truncate(prefix)
+        feature = step_features.reshape(B, K, 1, -1)[rows, pick // K].reshape(B * K, 1, -1)
     return _keep_best(levels, num_draft_tokens)
 
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from eagle3_nb.acceptance import AcceptanceResult, Drafting, simulate
+from eagle3_nb.acceptance import AcceptanceResult, Drafting, progress_bar, simulate
 from eagle3_nb.defaults import DEFAULT_MAX_NEW_TOKENS, DEFAULT_NUM_STEPS
 from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.greedy import GreedyTrace, greedy_trace
 from eagle3_nb.model import Wiring
 from eagle3_nb.uncertainty import DISTINGUISHABLE_SE, paired_difference, verdict
 
@@ -81,11 +82,13 @@ def run_what_if(draft, target, prompts, wirings: dict[str, Wiring],
         raise Eagle3NbError(f"batch_size {batch_size} must be >= 1", None, "pass positive counts")
     done: dict[str, WhatIfRow] = {}
     rows = []
+    trace = _shared_trace(target, prompts, wirings, drafting, max_new_tokens, batch_size,
+                          progress)
     for wiring in wirings.values():
         key = _switches_key(wiring)
         if key not in done:
             done[key] = _simulate_row(draft, target, prompts, wiring, drafting, max_new_tokens,
-                                      progress, batch_size)
+                                      progress, batch_size, trace)
         first = done[key]
         result = first.result and AcceptanceResult(wiring.name, drafting.num_steps,
                                                    first.result.samples, drafting)
@@ -104,12 +107,25 @@ def _switches_key(wiring: Wiring) -> str:
     return repr(sorted(switches.items()))
 
 
+def _shared_trace(target, prompts, wirings: dict[str, Wiring], drafting: Drafting,
+                  max_new_tokens: int, batch_size: int, progress) -> GreedyTrace | None:
+    """Greedy verification: one target generation serves every wiring (greedy.py)."""
+    runnable = [w for w in wirings.values() if not w.engine_error]
+    if drafting.temperature or not runnable:
+        return None
+    prompts = [p.reshape(-1).cpu() for p in prompts]
+    with progress_bar(len(prompts), progress, "target: greedy generation") as bar:
+        return greedy_trace(target, prompts, max_new_tokens + drafting.num_steps, runnable,
+                            batch_size, bar.update)
+
+
 def _simulate_row(draft, target, prompts, wiring, drafting, max_new_tokens, progress,
-                  batch_size) -> WhatIfRow:
+                  batch_size, trace) -> WhatIfRow:
     try:
         return WhatIfRow(wiring, simulate(draft, target, prompts, max_new_tokens=max_new_tokens,
                                           wiring=wiring, progress=progress,
-                                          batch_size=batch_size, drafting=drafting))
+                                          batch_size=batch_size, drafting=drafting,
+                                          trace=trace))
     except Eagle3NbError as exc:
         return WhatIfRow(wiring, None, exc.what)
 

@@ -35,6 +35,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("model",),
     ("target",),
     ("features", "trace", "drift", "tree"),
+    ("decoding",),
+    ("greedy",),
     ("acceptance", "wirings"),
     ("whatif",),
     ("session",),

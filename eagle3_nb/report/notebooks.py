@@ -15,14 +15,17 @@ lazily.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-
 import os
 import re
+import shutil
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+from eagle3_nb.defaults import PROGRESS_VARIABLE
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.io.files import atomic_write_text, json_text
 from eagle3_nb.io.resources import notebooks_dir, samples_dir
@@ -117,8 +120,6 @@ def run_notebook(notebook: Path, out_dir: Path, parameters: dict[str, Any] | Non
     parameters (checkpoint, target_config, output_dir) given relative are resolved against the
     caller's cwd first. `output_dir` defaults to `out_dir` when the notebook declares it, so its
     summary.json lands next to the executed notebook."""
-    import papermill as pm
-
     notebook, out_dir = Path(notebook).resolve(), Path(out_dir).resolve()
     if not notebook.is_file():
         raise ReportError("notebook not found", str(notebook), f"notebooks live in {notebooks_dir()}")
@@ -138,17 +139,54 @@ def run_notebook(notebook: Path, out_dir: Path, parameters: dict[str, Any] | Non
         raise ReportError(f"unknown parameter(s) {unknown}", notebook.name,
                           f"the notebook declares {sorted(declared)}")
     output = out_dir / notebook.name
+    saved = os.environ.get(PROGRESS_VARIABLE)
+    os.environ[PROGRESS_VARIABLE] = "off"  # the kernel inherits it: no bar saved as a dead widget
     try:
-        pm.execute_notebook(notebook, output, parameters=params,
-                            kernel_name=resolve_kernel(kernel_name), cwd=str(notebook.parent),
-                            progress_bar=False, log_output=False, execution_timeout=timeout_s,
-                            extra_arguments=KERNEL_ARGUMENTS)
+        _execute(notebook, output, params, kernel_name, timeout_s)
+    finally:
+        if saved is None:
+            os.environ.pop(PROGRESS_VARIABLE, None)
+        else:
+            os.environ[PROGRESS_VARIABLE] = saved
+    return output
+
+
+def _execute(notebook: Path, output: Path, params: dict[str, Any], kernel_name: str | None,
+             timeout_s: int | None) -> None:
+    import papermill as pm
+
+    try:
+        with kernel_sockets() as sockets:
+            pm.execute_notebook(notebook, output, parameters=params,
+                                kernel_name=resolve_kernel(kernel_name), cwd=str(notebook.parent),
+                                progress_bar=False, log_output=False, execution_timeout=timeout_s,
+                                extra_arguments=KERNEL_ARGUMENTS, **sockets)
     except pm.PapermillExecutionError as exc:
         err = ReportError(f"cell {exc.exec_count} raised {exc.ename}: {exc.evalue}",
                           notebook.name, f"the partly executed notebook is {output}")
         err.cell, err.ename, err.evalue = exc.exec_count, exc.ename, exc.evalue
         raise err from None
-    return output
+
+
+@contextlib.contextmanager
+def kernel_sockets() -> Iterator[dict[str, Any]]:
+    """papermill's arguments that give the kernel Unix sockets in a private folder (removed
+    after), where the OS has them. Over TCP, jupyter_client picks free ports, frees them, and the
+    kernel binds them a moment later: a socket that any process opens in between can take one,
+    and the kernel then dies or loses a channel with a "ZMQError: Address already in use"
+    traceback in the middle of the report. Unix sockets have no such race (nor a port open to
+    the machine's other users)."""
+    if os.name != "posix":
+        yield {}
+        return
+    from traitlets.config import Config
+
+    folder = tempfile.mkdtemp(prefix="eagle3nb-kernel-")
+    try:
+        yield {"config": Config({"KernelManager": {"transport": "ipc",
+                                                   "ip": os.path.join(folder, "kernel")}})}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def notebook_parameters(notebook: Path) -> dict[str, dict[str, Any]]:

@@ -1,0 +1,133 @@
+"""The greedy fast path (greedy.py: one target generation, then the draft alone) against its oracle,
+the step-by-step simulation (acceptance.simulate(stepwise=True)): the same verify steps, token
+for token, for every wiring the kit simulates, chain and tree, on the bundled pair."""
+
+import pytest
+import torch
+
+from conftest import DRAFTS, SAMPLES
+from eagle3_nb.acceptance import Drafting, simulate
+from eagle3_nb.errors import DraftIdOutOfRange, Eagle3NbError
+from eagle3_nb.session import read_prompts
+
+pytestmark = pytest.mark.slow  # runs the target model
+
+DRAFTINGS = {"chain": (Drafting(4), None), "tree": (Drafting(3, 3, 7), None),
+             "tree at topk 1": (Drafting(3), True)}
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    from eagle3_nb.checks.acceptance import load_for_run
+
+    torch.set_num_threads(1)
+    draft, target, presets = load_for_run(DRAFTS / "good", SAMPLES / "target", None, "cpu")
+    return draft, target, presets, read_prompts(SAMPLES / "eval_prompts.jsonl", target, 4)
+
+
+def same_steps(fast, oracle) -> None:
+    """Every field equal; the draft's probabilities (rounded to 4 places) within rounding."""
+    assert [r.first_token for r in fast.samples] == [r.first_token for r in oracle.samples]
+    for run_f, run_o in zip(fast.samples, oracle.samples, strict=True):
+        assert len(run_f.steps) == len(run_o.steps)
+        for f, o in zip(run_f.steps, run_o.steps):
+            jf, jo = f.to_json(), o.to_json()
+            for key in ("position", "drafted", "target", "accepted", "accept_flags"):
+                assert jf[key] == jo[key], (key, jf, jo)
+            assert _ids(jf["candidates"]) == _ids(jo["candidates"])
+            assert _probs(jf["candidates"]) == pytest.approx(_probs(jo["candidates"]), abs=2e-4)
+            if o.tree is not None:
+                assert f.tree["tokens"] == o.tree["tokens"]
+                assert f.tree["parents"] == o.tree["parents"]
+                assert f.tree["scores"] == pytest.approx(o.tree["scores"], abs=2e-4)
+    assert fast.stats()["mean_accept_length"] == oracle.stats()["mean_accept_length"]
+
+
+def _ids(candidates):
+    return [[c[0] for c in pos] for pos in candidates]
+
+
+def _probs(candidates):
+    return [c[1] for pos in candidates for c in pos]
+
+
+@pytest.mark.parametrize("shape", list(DRAFTINGS))
+def test_fast_path_equals_the_step_by_step_oracle_for_every_wiring(bundled, shape):
+    draft, target, presets, prompts = bundled
+    drafting, tree = DRAFTINGS[shape]
+    compared = 0
+    for name, wiring in presets.items():
+        if wiring.engine_error:
+            continue
+        try:
+            oracle = simulate(draft, target, prompts, max_new_tokens=16, wiring=wiring,
+                              drafting=drafting, tree=tree, batch_size=2, stepwise=True)
+        except Eagle3NbError as exc:
+            with pytest.raises(type(exc)):
+                simulate(draft, target, prompts, max_new_tokens=16, wiring=wiring,
+                         drafting=drafting, tree=tree, batch_size=2)
+            continue
+        fast = simulate(draft, target, prompts, max_new_tokens=16, wiring=wiring,
+                        drafting=drafting, tree=tree, batch_size=2)
+        same_steps(fast, oracle)
+        compared += 1
+    assert compared >= 5, presets.keys()
+
+
+def test_stop_at_eos_ends_where_the_oracle_ends(bundled):
+    draft, target, presets, prompts = bundled
+    free = simulate(draft, target, prompts, max_new_tokens=32, wiring=presets["trained"])
+    eos = free.samples[0].generated[5]   # a token the first prompt commits early on
+
+    class EosTarget:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        eos_token_ids = {eos}
+
+    for drafting in (Drafting(4), Drafting(3, 2, 5)):
+        oracle = simulate(draft, EosTarget(target), prompts, max_new_tokens=32,
+                          wiring=presets["trained"], stop_at_eos=True, drafting=drafting,
+                          stepwise=True)
+        fast = simulate(draft, EosTarget(target), prompts, max_new_tokens=32,
+                        wiring=presets["trained"], stop_at_eos=True, drafting=drafting)
+        same_steps(fast, oracle)
+        assert len(fast.samples[0].generated) < len(free.samples[0].generated)
+
+
+def test_an_id_outside_the_vocabulary_stops_both_paths(bundled):
+    """A d2t that sends a drafted id outside the vocabulary stops the engine (a device-side
+    assert) when a verify step drafts it, and only then."""
+    from eagle3_nb.checks.acceptance import load_for_run
+
+    draft, target, presets = load_for_run(DRAFTS / "d2t-absolute", SAMPLES / "target", None,
+                                          "cpu")
+    prompts = bundled[3][:2]
+    for drafting in (Drafting(4), Drafting(3, 2, 5)):
+        for stepwise in (True, False):
+            with pytest.raises(DraftIdOutOfRange, match="outside the vocabulary"):
+                simulate(draft, target, prompts, max_new_tokens=16, wiring=presets["trained"],
+                         drafting=drafting, stepwise=stepwise)
+
+
+def test_what_if_shares_one_target_generation(bundled, monkeypatch):
+    """Every wiring's row comes from one greedy generation: the target runs once per token
+    generated, not once per verify step per wiring."""
+    from eagle3_nb.whatif import run_what_if
+
+    draft, target, presets, prompts = bundled
+    calls = []
+    real = type(target).forward_cached
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(target), "forward_cached", counted)
+    rows = run_what_if(draft, target, prompts, presets, max_new_tokens=12, batch_size=8,
+                       drafting=Drafting(4))
+    assert sum(r.result is not None for r in rows) >= 5
+    assert len(calls) == 12 + 4      # prefill + one pass per further token, for all prompts
