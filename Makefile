@@ -30,17 +30,18 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -m "not notebook and not slow"
 
 # The full report on a bundled broken draft and the tiny target into reports/demo (an earlier
-# demo there is replaced). One torch thread: the tiny target gains nothing from more, and on a
-# shared 2-core machine spinning OpenMP threads slow the notebooks down several times.
+# demo there is replaced). The kit picks torch's threads for the model size itself (one here).
 demo: $(STAMP)
-	OMP_NUM_THREADS=1 $(VENV)/bin/eagle3-nb demo
+	$(VENV)/bin/eagle3-nb demo
 
 # JupyterLab on the notebooks with the kit's kernel, bound to 127.0.0.1 with no token (only
 # this machine reaches it; over SSH: ssh -L 8888:127.0.0.1:8888 HOST). Root needs --allow-root.
+# No news feed pop-up and no update check: Lab asks the network for neither.
 LAB_PORT ?= 8888
 LAB_FLAGS = --ServerApp.root_dir=$(CURDIR)/notebooks --ServerApp.ip=127.0.0.1 \
 	--ServerApp.port=$(LAB_PORT) --IdentityProvider.token= --ServerApp.password= \
 	--MappingKernelManager.default_kernel_name=$(KERNEL) \
+	--LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
 	$(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab $(LAB_FLAGS)

@@ -11,13 +11,21 @@ import os
 import sys
 from pathlib import Path
 
-from eagle3_nb.defaults import DEFAULT_MAX_NEW_TOKENS, DEFAULT_N_SAMPLES, DEFAULT_NUM_STEPS
+from eagle3_nb.defaults import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_N_SAMPLES, DEFAULT_NUM_STEPS,
+                                THREADS_VARIABLE)
+from eagle3_nb.engines import wiring_name
+from eagle3_nb.engines.advice import with_advice
 from eagle3_nb.engines.registry import engines, setting_names
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.io.files import json_text
 from eagle3_nb.io.resources import samples_dir
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
+THREADS_HELP = ("torch threads for the simulation (default: OMP_NUM_THREADS if set, else one for "
+                "a model under 50M parameters, else every core)")
+# --engine's grammar (engines.split_spec): the notebooks' form first, as they document it
+ENGINE_METAVAR = "NAME:VERSION"
+ENGINE_FORMS = "NAME:VERSION or NAME==VERSION; a bare NAME: its newest releases"
 
 
 def _size(text: str) -> int:
@@ -42,15 +50,57 @@ def _positive(text: str) -> int:
     return n
 
 
+class _Version(argparse.Action):
+    """--version: read from the installed package's metadata only when asked."""
+
+    def __init__(self, option_strings, dest, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"eagle3-nb {kit_version()}")
+        parser.exit()
+
+
+def kit_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("eagle3_nb")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed: pip install -e . from the checkout)"
+
+
+def _finite(text: str, low: float, high: float, what: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = float("nan")
+    if not low <= x <= high:  # NaN and inf fail here too
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+    return x
+
+
+def _temperature(text: str) -> float:
+    return _finite(text, 0.0, 1e6, "a temperature from 0 to 1e6")
+
+
+def _seconds(text: str) -> float:
+    seconds = _finite(text, 0.0, 86400.0, "a number of seconds above 0, at most a day")
+    if seconds == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return seconds
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eagle3-nb", description="Debug EAGLE-3 draft checkpoints.")
+    parser.add_argument("--version", action=_Version, help="the kit's version (package metadata)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     ins = sub.add_parser("inspect", help="will each engine load this draft, and how?")
     ins.add_argument("path", help="draft checkpoint directory")
-    ins.add_argument("--engine", action="append", metavar="NAME==VERSION",
-                     help="engine release (repeatable); default: each engine's newest releases; "
-                          "all: every release range")
+    ins.add_argument("--engine", action="append", metavar=ENGINE_METAVAR,
+                     help=f"engine release ({ENGINE_FORMS}; repeatable); default: each "
+                          "engine's newest releases; all: every release range")
     ins.add_argument("--target-config", metavar="CONFIG_JSON",
                      help="the target model's config.json (resolves layer ids, context length)")
     ins.add_argument("--no-stats", action="store_true", help="headers only: skip tensor statistics")
@@ -69,8 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("src")
     conv.add_argument("dst")
     conv.add_argument("--to", choices=["eagle", "speculators"])
-    conv.add_argument("--engine", metavar="NAME==VERSION",
-                      help="pick the layout this engine version loads")
+    conv.add_argument("--engine", metavar=ENGINE_METAVAR,
+                      help=f"pick the layout this engine version loads ({ENGINE_FORMS})")
     conv.add_argument("--fix-d2t", action="store_true",
                       help="rewrite d2t as offsets, only when the evidence decides (never on a guess)")
     conv.add_argument("--json", action="store_true")
@@ -82,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the target's tokenizer.json, to show token strings and read text corpora")
     voc.add_argument("--corpus", metavar="FILE",
                      help="JSON Lines (input_ids [+loss_mask], or text) or plain text: coverage")
-    voc.add_argument("--engine", action="append", metavar="NAME==VERSION")
+    voc.add_argument("--engine", action="append", metavar=ENGINE_METAVAR,
+                     help=f"engine release ({ENGINE_FORMS}; repeatable)")
     voc.add_argument("--json", action="store_true")
     voc.set_defaults(func=cmd_vocab)
 
@@ -103,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"{setting_names('num_draft_tokens')}: the tree's size, root included")
     acc.add_argument("--launch", metavar="COMMAND_OR_FILE",
                      help="the serving command: its drafting settings are simulated")
-    acc.add_argument("--temperature", type=float, default=0.0, metavar="T",
+    acc.add_argument("--temperature", type=_temperature, default=0.0, metavar="T",
                      help="above 0: the target samples, and drafts are verified by target-only "
                           "rejection sampling as the engines do by default (default: greedy)")
     acc.add_argument("--max-new-tokens", type=_positive, default=DEFAULT_MAX_NEW_TOKENS,
@@ -112,9 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"prompts to simulate (default {DEFAULT_N_SAMPLES})")
     acc.add_argument("--batch-size", type=int, default=8, metavar="B",
                      help="prompts decoded together (the tokens do not depend on it)")
-    acc.add_argument("--engine", action="append", default=None, metavar="NAME==VERSION",
-                     help="engine releases whose wirings to simulate (repeatable); default: "
-                          "each engine's newest; a --wiring NAME==VERSION adds its own")
+    acc.add_argument("--engine", action="append", default=None, metavar=ENGINE_METAVAR,
+                     help=f"engine releases whose wirings to simulate ({ENGINE_FORMS}; "
+                          "repeatable); default: each engine's newest; a --wiring "
+                          f"{ENGINE_METAVAR} adds its own")
     acc.add_argument("--wiring", default="trained")
     acc.add_argument("--list-wirings", action="store_true")
     acc.add_argument("--what-if", action="store_true",
@@ -125,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--stop-at-eos", action="store_true",
                      help="end a prompt at the target's EOS (off: runs stay comparable)")
     acc.add_argument("--device", choices=["cpu", "cuda"])
+    acc.add_argument("--threads", type=_positive, metavar="N", help=THREADS_HELP)
     acc.add_argument("--json", action="store_true")
     acc.set_defaults(func=cmd_accept)
 
@@ -135,9 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "also supplies --target-config and --tokenizer when those are not given")
     rep.add_argument("--hidden-states", metavar="DIR", help="the engine's hidden-state dumps "
                      "(speculators hs_*.safetensors or SpecForge .ckpt)")
-    rep.add_argument("--engine", action="append", default=[], metavar="NAME==VERSION",
-                     help="engine release (repeatable); default: each engine's newest releases; "
-                          "all: every release range")
+    rep.add_argument("--engine", action="append", default=[], metavar=ENGINE_METAVAR,
+                     help=f"engine release ({ENGINE_FORMS}; repeatable); default: each "
+                          "engine's newest releases; all: every release range")
     rep.add_argument("--observed", metavar="FILE_OR_NUMBER",
                      help="what the engine reported: an accept length, or its log/metrics file")
     rep.add_argument("--launch", metavar="COMMAND_OR_FILE",
@@ -147,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the engine's server log or a traceback: its release answers when "
                           "--engine is not given; notebook 00 explains its exceptions")
     rep.add_argument("--device", choices=["cpu", "cuda"])
+    rep.add_argument("--threads", type=_positive, metavar="N", help=THREADS_HELP)
     rep.add_argument("--out", metavar="DIR", help="output directory (default reports/<checkpoint "
                      "dir name>); must not exist or be empty")
     rep.add_argument("--overwrite", action="store_true",
@@ -169,6 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--wiring", help="wiring to simulate (eagle3-nb accept --list-wirings)")
     rep.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
                      metavar=("NAME", "VALUE"), help="any other notebook parameter (repeatable)")
+    rep.add_argument("--redact-paths", action="store_true",
+                     help="to share the report: every path it writes relative to the draft's "
+                          "parent directory, inputs elsewhere as TARGET_DIR, DUMPS_DIR, ..., no "
+                          "home or user name; input hashes kept")
+    rep.add_argument("--markdown", action="store_true",
+                     help="also write summary.md beside index.html: the front page in Markdown, "
+                          "to paste into a GitHub issue")
     rep.set_defaults(func=cmd_report)
 
     demo = sub.add_parser("demo", help="the full report on a bundled broken draft served against "
@@ -189,16 +250,20 @@ def build_parser() -> argparse.ArgumentParser:
     obs.add_argument("--max-new-tokens", type=_positive, default=64)
     for option, (engine, text) in _observe_options().items():
         obs.add_argument(f"--{option}", default=None, help=f"{engine}: {text}")
-    obs.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    obs.add_argument("--timeout", type=_seconds, default=120.0,
+                     help="seconds each request may take in all, its answer included")
     obs.add_argument("--out", default=None,
-                     help="also write the figures as JSON, for --observed of accept and report")
+                     help="also write the figures as JSON, for --observed of accept and report "
+                          "(a new file)")
+    obs.add_argument("--overwrite", action="store_true",
+                     help="let --out replace an earlier `eagle3-nb observe` output (nothing else)")
     obs.add_argument("--json", action="store_true", help="print the figures as JSON")
     obs.set_defaults(func=cmd_observe)
 
     lg = sub.add_parser("log", help="what the engine's own log or traceback says: its release, "
                         "its resolved arguments, its exceptions explained or said to be unknown")
     lg.add_argument("file", help="the server's log, or a saved traceback")
-    lg.add_argument("--engine", metavar="NAME[==VERSION]",
+    lg.add_argument("--engine", metavar=ENGINE_METAVAR,
                     help="the engine (and release) when the log does not name them")
     lg.add_argument("--json", action="store_true", help="one JSON object on stdout")
     lg.set_defaults(func=cmd_log)
@@ -215,7 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "statistics and engine verdicts side by side")
     dif.add_argument("good", help="the draft that worked")
     dif.add_argument("other", help="the draft to explain")
-    dif.add_argument("--engine", action="append", metavar="NAME==VERSION")
+    dif.add_argument("--engine", action="append", metavar=ENGINE_METAVAR,
+                     help=f"engine release ({ENGINE_FORMS}; repeatable)")
     dif.add_argument("--target-config", metavar="CONFIG_JSON")
     dif.add_argument("--json", action="store_true")
     dif.set_defaults(func=cmd_diff)
@@ -236,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded by `report`
+    if getattr(args, "threads", None):  # read where the models load, here or in a notebook
+        os.environ[THREADS_VARIABLE] = str(args.threads)
     try:
         return args.func(args)
     except Eagle3NbError as exc:
@@ -252,13 +320,29 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FINDINGS
 
 
+def _inputs(args) -> dict[str, str]:
+    """What a finding's command may fill in from this command's own arguments."""
+    given = {"TARGET_CONFIG": getattr(args, "target_config", None),
+             "TARGET_DIR": getattr(args, "target", None), "LOG": getattr(args, "log", None),
+             "TOKENIZER": getattr(args, "tokenizer", None),
+             "OBSERVED": getattr(args, "observed", None)}
+    if given["TARGET_CONFIG"] and not given["TARGET_DIR"]:
+        folder = Path(given["TARGET_CONFIG"])
+        folder = folder if folder.is_dir() else folder.parent
+        if next(folder.glob("*.safetensors"), None):  # its weights are there: a target dir
+            given["TARGET_DIR"] = str(folder)
+    if given["TARGET_DIR"] and not given["TARGET_CONFIG"]:
+        given["TARGET_CONFIG"] = str(Path(given["TARGET_DIR"]) / "config.json")
+    return {k: str(v) for k, v in given.items() if v}
+
+
 def cmd_inspect(args) -> int:
     from eagle3_nb.checks.load import inspect_checkpoint
 
     result = inspect_checkpoint(args.path, args.engine, args.target_config,
                                 stats=not args.no_stats, stats_budget=args.stats_budget,
                                 launch=args.launch, log=args.log)
-    data = result.to_json()
+    data = with_advice(result.to_json(), _inputs(args))
     if args.json:
         sys.stdout.write(json_text(data) + "\n")
     else:
@@ -309,8 +393,10 @@ def cmd_vocab(args) -> int:
                  vocab_text)
 
 
-def _emit(args, data: dict, render) -> int:
-    """A check's JSON with --json, else its text; exit 1 on an error finding."""
+def _emit(args, data: dict, render, checkpoint: str | None = None) -> int:
+    """A check's JSON with --json, else its text, each finding with its next step and command;
+    exit 1 on an error finding."""
+    data = with_advice(data, _inputs(args), checkpoint)
     if args.json:
         sys.stdout.write(json_text(data) + "\n")
     else:
@@ -332,6 +418,7 @@ def cmd_accept(args) -> int:
     if not args.checkpoint or not (args.target or args.hidden_states):
         raise Eagle3NbError("accept needs CHECKPOINT and --target DIR or --hidden-states DIR",
                             "accept", "for example: eagle3-nb accept DRAFT --target TARGET_DIR")
+    args.wiring = wiring_name(args.wiring)
     if args.hidden_states:
         return _accept_on_dumps(args)
     if args.list_wirings:
@@ -358,7 +445,8 @@ def cmd_accept(args) -> int:
         print(f"wiring {stats['wiring']}: mean accept length {stats['mean_accept_length']:.3f}"
               f"{_se(stats['mean_accept_length_se'])} ({stats['drafting']['label']}, from "
               f"{stats['drafting']['source']}; {stats['n_verify_steps']} verify steps, "
-              f"{stats['n_samples']} prompts, {args.max_new_tokens} new tokens each)")
+              f"{stats['n_samples']} prompts, {args.max_new_tokens} new tokens each; "
+              f"{stats.get('threads', 'torch default threads')})")
         print("per-position acceptance: " + ", ".join(
             f"{a:.3f}{_se(se)}" for a, se in zip(stats["per_position_acceptance"],
                                                  stats["per_position_acceptance_se"])))
@@ -383,7 +471,7 @@ def _accept_what_if(args, prompts: str, wirings: list[str] | None = None) -> int
     print(report["evidence"])
     print(f"{report['drafting']['label']} (from {report['drafting']['source']}), "
           f"{report['n_samples'] or 'every'} prompts, {report['max_new_tokens']} new tokens each; "
-          "± one standard error by prompt")
+          f"{report['threads']}; ± one standard error by prompt")
     print(f"{'wiring':<30} {'accept len':>10} {'± se':>6} {'vs trained':>17} {'vs observed':>11}"
           "  note")
     for row in report["rows"]:
@@ -422,6 +510,7 @@ def cmd_report(args) -> int:
 
     def path(p):
         return None if p is None else Path(p)
+    _report_drafting(args)
     opts = ReportOptions(
         checkpoint=Path(args.checkpoint), out=path(args.out), target=path(args.target),
         hidden_states=path(args.hidden_states), engines=args.engine,
@@ -429,12 +518,32 @@ def cmd_report(args) -> int:
         corpus=path(args.corpus), prompts=path(args.prompts), observed=args.observed,
         launch=args.launch, log=path(args.log), device=args.device, num_steps=args.num_steps,
         topk=args.topk,
-        num_draft_tokens=args.num_draft_tokens, wiring=args.wiring,
+        num_draft_tokens=args.num_draft_tokens,
+        wiring=wiring_name(args.wiring) if args.wiring else args.wiring,
         extra=dict(args.parameter), fail_on=args.fail_on, overwrite=args.overwrite,
-        command=["eagle3-nb", *args.argv])
+        command=["eagle3-nb", *args.argv], redact_paths=args.redact_paths,
+        markdown=args.markdown)
     summary = run_report(opts)
     _print_report(summary)
+    if args.markdown:
+        print(f"markdown: {Path(summary['out']) / 'summary.md'}")
     return summary["exit_code"]
+
+
+def _report_drafting(args) -> None:
+    """Drafting flags notebook 04 could not simulate are refused before the report starts (at
+    the kit's batch and length; counts below 1 are the preflight's to refuse)."""
+    from eagle3_nb.config import SETTINGS_ENGINES_RUN, drafting_problem
+
+    given = (args.num_steps, args.topk, args.num_draft_tokens)
+    if all(v is None for v in given) or any(v is not None and v < 1 for v in given):
+        return
+    problem = drafting_problem(args.num_steps or DEFAULT_NUM_STEPS, args.topk or 1,
+                               args.num_draft_tokens)
+    if problem:
+        raise Eagle3NbError(f"cannot simulate these drafting settings: {problem}",
+                            "--num-steps / --topk / --num-draft-tokens",
+                            SETTINGS_ENGINES_RUN)
 
 
 def _print_report(summary: dict) -> None:
@@ -461,7 +570,7 @@ def cmd_notebooks(args) -> int:
     (never a half-written DIR, never a file of someone else's overwritten)."""
     import shutil
 
-    from eagle3_nb.io.files import OWNER_NAME, rename_noreplace, staging_dir
+    from eagle3_nb.io.files import OWNER_NAME, remove_stale_staging, rename_noreplace, staging_dir
     from eagle3_nb.io.resources import notebooks_dir
 
     dest = Path(args.dir).absolute()
@@ -470,6 +579,9 @@ def cmd_notebooks(args) -> int:
     if not dest.parent.is_dir():
         raise Eagle3NbError("its parent directory does not exist", str(dest.parent),
                             "create it first, or name a directory inside an existing one")
+    _outside_the_kit(dest)
+    for line in remove_stale_staging(dest, kinds=("tmp",)):
+        print(f"note: {line}", file=sys.stderr)
     tmp = staging_dir(dest, "notebooks")
     try:
         for notebook in sorted(notebooks_dir().glob("[0-9][0-9]_*.ipynb")):
@@ -484,16 +596,33 @@ def cmd_notebooks(args) -> int:
     return EXIT_OK
 
 
+def _outside_the_kit(dest: Path) -> None:
+    """The kit's own folders (its package, the notebooks and samples it ships) are never
+    written into, whichever link leads there."""
+    import eagle3_nb
+    from eagle3_nb.io.resources import notebooks_dir, samples_dir
+
+    package = Path(eagle3_nb.__file__).parent
+    own = {package.absolute(), package.resolve(), notebooks_dir(), samples_dir()}
+    where = {dest, dest.parent.resolve() / dest.name}
+    for folder in own:
+        if any(p == folder or folder in p.parents for p in where):
+            raise Eagle3NbError(f"is inside the kit's own folder {folder}", str(dest),
+                                "name a directory of your own, outside the installed eagle3_nb")
+
+
 def cmd_observe(args) -> int:
-    from eagle3_nb.io.files import atomic_write_text
     from eagle3_nb.observed.client import measure_server, read_prompt_file
 
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        _check_observe_out(out, args.overwrite)   # before the server is asked anything
     prompts = read_prompt_file(args.prompts or samples_dir() / "prompts.jsonl", args.n_samples)
     extra = {o: getattr(args, o) for o in engines()[args.engine].observe.OPTIONS}
     obs = measure_server(args.engine, args.url, prompts, args.max_new_tokens,
                          timeout=args.timeout, **extra)
-    if args.out:
-        atomic_write_text(Path(args.out), obs.to_json() + "\n")
+    if out is not None:
+        _write_observe_out(out, obs, args.overwrite)
     if args.json:
         print(obs.to_json())
     else:
@@ -505,6 +634,39 @@ def cmd_observe(args) -> int:
         if args.out:
             print(f"written to {args.out} (eagle3-nb accept/report --observed {args.out})")
     return EXIT_OK
+
+
+def _check_observe_out(out: Path, overwrite: bool) -> None:
+    """observe --out writes a new file; an existing one only with --overwrite, and only when
+    it is an earlier observe output (a regular file: a link is never replaced)."""
+    from eagle3_nb.errors import OutputExistsError
+    from eagle3_nb.observed.metrics import is_saved_observation
+
+    if not out.parent.is_dir():
+        raise Eagle3NbError("its directory does not exist", str(out),
+                            "create it first, or name a file in an existing directory")
+    if not os.path.lexists(out):
+        return
+    if out.is_symlink() or not out.is_file():
+        kind = "a symbolic link" if out.is_symlink() else "not a regular file"
+        raise OutputExistsError(f"exists and is {kind}", str(out), "name a new file for --out")
+    if not overwrite:
+        raise OutputExistsError("exists", str(out), "name a new file, or pass --overwrite to "
+                                "replace an earlier eagle3-nb observe output")
+    if not is_saved_observation(out):
+        raise OutputExistsError("exists and is not an eagle3-nb observe output", str(out),
+                                "--overwrite only replaces what observe wrote: name a new file")
+
+
+def _write_observe_out(out: Path, obs, overwrite: bool) -> None:
+    from eagle3_nb.io.files import atomic_write_text, create_text
+    from eagle3_nb.observed.metrics import saved_text
+
+    if overwrite and os.path.lexists(out):
+        _check_observe_out(out, overwrite)   # again: the measurement took a while
+        atomic_write_text(out, saved_text(obs))
+    else:
+        create_text(out, saved_text(obs))
 
 
 def _observe_options() -> dict[str, tuple[str, str]]:
@@ -543,8 +705,8 @@ def cmd_diff(args) -> int:
 
     from eagle3_nb.viz.text import diff_text
 
-    return _emit(args, diff_drafts(args.good, args.other, args.engine, args.target_config),
-                 diff_text)
+    data = diff_drafts(args.good, args.other, args.engine, args.target_config)
+    return _emit(args, data, diff_text, data["other"])
 
 
 def cmd_probe(args) -> int:
@@ -552,7 +714,8 @@ def cmd_probe(args) -> int:
     from eagle3_nb.probe import probe_checkpoint
 
     result = probe_checkpoint(args.draft, args.engine, args.target_config)
-    print(json_text(result.to_json()) if args.json else result.summary())
+    print(json_text(with_advice(result.to_json(), _inputs(args), args.draft)) if args.json
+          else result.summary())
     return EXIT_OK if result.agrees else EXIT_FINDINGS
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ the file; engines apply their own defaults, which is exactly what the kit has to
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from eagle3_nb.defaults import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS
 from eagle3_nb.errors import ConfigError
 
 TOP, EAGLE, LAYER, DEFAULT, ABSENT = ("top_level", "eagle_config", "transformer_layer_config",
@@ -179,6 +181,46 @@ def bounded_int(value: Any, key: str, where: str, low: int, high: int) -> int:
     return value
 
 
+# RoPE numbers the kit computes with (model.rope_inv_freq) or compares (target_match): a NaN or
+# Infinity (Python's json reads both) would turn every position's rotation into NaN silently.
+_ROPE_POSITIVE = ("rope_theta", "factor", "partial_rotary_factor",
+                  "original_max_position_embeddings", "low_freq_factor", "high_freq_factor")
+
+
+def rope_numbers(section: dict[str, Any], where: str) -> None:
+    """Every number among the RoPE settings finite; theta, the factors and the original context
+    positive numbers, partial_rotary_factor at most 1."""
+    for key in ("rope_scaling", "rope_parameters"):
+        nested = section.get(key)
+        if nested is not None and not isinstance(nested, dict):
+            raise ConfigError(f"{key} is {_shown(nested)}, not an object", where,
+                              "write it as an object (or null), as transformers does")
+    found = [(k, section.get(k)) for k in ("rope_theta", "partial_rotary_factor")]
+    for key in ("rope_scaling", "rope_parameters"):
+        found += [(f"{key}.{k}", v) for k, v in (section.get(key) or {}).items()]
+    for key, value in found:
+        _rope_number(key, value, where)
+
+
+def _rope_number(key: str, value: Any, where: str) -> None:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    positive = key.rsplit(".", 1)[-1] in _ROPE_POSITIVE
+    if value is None or not (number or positive):
+        return  # strings (rope_type), lists (mrope_section) and nulls are not numbers
+    if not number or not math.isfinite(value) or (positive and value <= 0):
+        raise ConfigError(f"{key} is {_shown(value)}: expected a finite"
+                          f"{' positive' if positive else ''} number", where,
+                          "fix the value in config.json (a copy of it); the trainer's own "
+                          "config has the one it trained with")
+    if key.endswith("partial_rotary_factor") and value > 1:
+        raise ConfigError(f"{key} is {value!r}: a share of the head dimension, at most 1", where,
+                          "fix the value in config.json (a copy of it)")
+
+
+def _shown(value: Any) -> str:
+    return repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+
+
 def token_id_list(value: Any, key: str, where: str, vocab_size: int) -> list[int]:
     """A list of token ids as a file states it: integers (no booleans, floats or strings) in
     [0, vocab_size)."""
@@ -221,6 +263,7 @@ def _layer_fields(layer: dict[str, Any], where: str, layer_src: str) -> dict[str
                           "fix the value in config.json (a copy of it)")
     rope_keys = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor",
                  "rope_is_neox_style", "rope_interleave")   # the last two: the pair layout
+    rope_numbers(layer, where)
     return dict(
         mla=_mla_fields(layer, where),
         layer_model_type=str(layer.get("model_type") or "llama"),
@@ -345,6 +388,16 @@ class TargetInfo:
         return "llama"
 
 
+def aux_id_faults(ids: list[int] | None) -> str:
+    """What makes declared aux layer ids wrong whatever the target: a negative id names no
+    layer, a repeated one captures one layer twice. "" when neither."""
+    ids = list(ids or [])
+    negative = sorted({i for i in ids if i < 0})
+    repeated = sorted({i for i in ids if i >= 0 and ids.count(i) > 1})
+    return "; ".join(part for part in (f"negative {negative}" if negative else "",
+                                       f"repeated {repeated}" if repeated else "") if part)
+
+
 def draft_marker(config: dict[str, Any]) -> str:
     """What in a config.json says it is an EAGLE-3 draft's, or "" for anything else."""
     archs = config.get("architectures") if isinstance(config.get("architectures"), list) else []
@@ -376,9 +429,84 @@ def parse_target_config(raw: dict[str, Any], where: str) -> TargetInfo:
         method = str(quant.get("quant_method") or quant.get("quant_algo") or "unnamed")[:40]
     elif quant is not None:
         method = "unnamed"
+    rope_numbers(text, where)
     rope = {k: text[k] for k in TARGET_ROPE_KEYS if k in text}
     name = raw.get("_name_or_path")
     return TargetInfo(layers, sizes["hidden_size"], sizes["vocab_size"],
                       sizes["max_position_embeddings"],
                       str(text.get("model_type") or raw.get("model_type") or ""), tuple(archs),
                       rope, method, name[:300] if isinstance(name, str) and name else None)
+
+
+# --- drafting settings -------------------------------------------------------------------------
+# What a simulation drafts (num_steps, topk, num_draft_tokens, as SGLang names them) sets its cost:
+# num_steps draft forwards per verify step, and a tree of up to 1 + topk + (num_steps - 1) * topk^2
+# tokens verified at once. The engines bound none of them from above (SGLang 0.5.23
+# arg_groups/speculative_hook.py checks num_steps >= 1, vLLM 0.34.0 config/speculative.py
+# num_speculative_tokens > 0), so the kit does, before anything runs.
+MAX_NUM_STEPS = 64   # 8x the deepest engine default or published setting (SGLang's defaults draft
+                     # 3 or 5 steps; SpecBundle's settings and sglang#4247's runs up to 8); a
+                     # draft's per-position acceptance has decayed to nothing long before
+MAX_DRAFT_TOKENS = 1024   # tokens verified at once: 128x SGLang's largest default (8)
+SIMULATION_BUDGET = 2 << 30   # bytes: see simulation_bytes
+SETTINGS_ENGINES_RUN = ("pass settings an engine runs (the engines' defaults draft 3 steps at "
+                        "topk 1, or 5 steps at topk 4 verifying 8 tokens); cap a wide tree with "
+                        "--num-draft-tokens")
+
+
+def verified_tokens(num_steps: int, topk: int, num_draft_tokens: int | None) -> int:
+    """Tokens one verify step checks, root included: a chain's num_steps + 1, a tree's
+    num_draft_tokens, or every candidate when that is unset (acceptance.Drafting's rule)."""
+    if topk == 1:
+        return num_steps + 1
+    return num_draft_tokens or 1 + topk + (num_steps - 1) * topk * topk
+
+
+def simulation_bytes(num_steps: int, topk: int, num_draft_tokens: int | None, batch_size: int,
+                     max_new_tokens: int, draft_vocab: int = 0) -> int:
+    """A lower bound of one verify step's largest tensors: the float32 verify mask of a batch
+    over the cache, which keeps a slot for every verified token (up to max_new_tokens verify
+    steps), the draft's logits for its topk beams, and the candidates' scores, ids and parents.
+    The target's attention scores are that mask again per head, so the real peak is higher."""
+    verified = verified_tokens(num_steps, topk, num_draft_tokens)
+    mask = 4 * batch_size * verified * (max_new_tokens * verified + verified)
+    candidates = 24 * batch_size * (topk + (num_steps - 1) * topk * topk)
+    return mask + candidates + 4 * batch_size * topk * draft_vocab
+
+
+def drafting_problem(num_steps: int, topk: int, num_draft_tokens: int | None = None, *,
+                     batch_size: int = DEFAULT_BATCH_SIZE,
+                     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                     max_positions: int | None = None, draft_vocab: int | None = None) -> str:
+    """Why these settings cannot be simulated here, or "" when they can. max_positions and
+    draft_vocab: the draft's max_position_embeddings and (draft) vocabulary, when known."""
+    if num_steps > MAX_NUM_STEPS:
+        return (f"num_steps {num_steps} is over the kit's limit of {MAX_NUM_STEPS} draft steps "
+                "(no engine default or published setting drafts more than 8)")
+    if draft_vocab and topk > draft_vocab:
+        return f"topk {topk} is more than the draft's {draft_vocab} vocabulary tokens"
+    if max_positions and num_steps + max_new_tokens + 2 > max_positions:
+        return (f"{max_new_tokens} new tokens and {num_steps} draft steps reach position "
+                f"{num_steps + max_new_tokens + 2}, past the draft's max_position_embeddings "
+                f"{max_positions} (an engine refuses a context longer than the draft's)")
+    need = simulation_bytes(num_steps, topk, num_draft_tokens, batch_size, max_new_tokens,
+                            draft_vocab or 0)
+    if need > SIMULATION_BUDGET:
+        tokens = verified_tokens(num_steps, topk, num_draft_tokens)
+        return (f"verifying {tokens} tokens a step (num_steps {num_steps}, topk {topk}) for "
+                f"{batch_size} prompts over {max_new_tokens} new tokens needs at least "
+                f"{need / (1 << 30):.1f} GiB, over the kit's {SIMULATION_BUDGET >> 30} GiB budget")
+    if verified_tokens(num_steps, topk, num_draft_tokens) > MAX_DRAFT_TOKENS:
+        return (f"verifying {verified_tokens(num_steps, topk, num_draft_tokens)} tokens a step "
+                f"is over the kit's limit of {MAX_DRAFT_TOKENS}")
+    return ""
+
+
+def launch_count_problem(setting: str, value: int) -> str:
+    """Why a serving command's drafting count is beyond anything an engine runs, or "".
+    The cost of the whole combination is drafting_problem's, asked where a run is set up."""
+    high = {"num_steps": MAX_NUM_STEPS, "topk": MAX_DRAFT_TOKENS,
+            "num_draft_tokens": MAX_DRAFT_TOKENS}.get(setting)
+    if high is not None and not 1 <= value <= high:
+        return f"is outside 1 to {high}"
+    return ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +47,9 @@ CODES: dict[str, str] = {
     "DRAFT_DIFFERS": "a change from the known-good draft that matters (eagle3-nb diff)",
     "LAUNCH_SETTING": "the serving command runs this draft in a way that defeats it",
     "LOG_UNRECOGNISED": "the engine's log shows an exception no signature of the kit explains",
+    "AUX_IDS_INVALID": "the aux layer ids are negative or repeated: they name no layer, or one "
+                       "layer twice",
+    "NOT_A_DRAFT": "the directory holds a target (or other causal LM) model, not an EAGLE-3 draft",
     # vocabulary mapping (d2t / t2d)
     "D2T_MISSING": "pruned draft vocab without a d2t table",
     "D2T_ABSOLUTE": "d2t holds absolute target ids instead of offsets",
@@ -196,6 +201,38 @@ NEXT_STEPS: dict[str, str] = {
     "HIDDEN_LAYERS_DIFFER": "declare the layer ids training captured where and in the convention "
                             "{engine} reads them ({aux_ids_where}; {aux_ids_convention}); do not "
                             "judge the fix by how small the loss is on one target",
+    "AUX_IDS_INVALID": "write the hidden_states indices training captured (from the trainer's "
+                       "run config), each once and none negative, into a copy's config.json; "
+                       "then inspect the copy",
+    "NOT_A_DRAFT": "pass the EAGLE-3 draft's directory (an fc weight and an Eagle3 architecture) "
+                   "as the checkpoint; this directory is the target: give it as --target-config "
+                   "(or --target)",
+}
+
+# The command that takes the next step (or shows what it needs), where the kit has one; a step
+# done by hand (re-export, edit a config, change the serving command) has none. Placeholders:
+# CKPT, NEW (a new directory beside it), {engine} / {engine_name}, and the inputs a command was
+# given (TARGET_DIR, TARGET_CONFIG, LOG, ...) where known, else left for the reader to fill.
+_CONVERT = "eagle3-nb convert CKPT NEW --engine {engine}"
+_WIRINGS = "eagle3-nb report CKPT --target TARGET_DIR --engine {engine}"
+_WHAT_IF = "eagle3-nb accept CKPT --target TARGET_DIR --what-if --engine {engine}"
+_FIX_D2T = "eagle3-nb convert CKPT NEW --fix-d2t"
+NEXT_COMMANDS: dict[str, str] = {
+    "KEYS_DROPPED": _CONVERT, "PARAMS_UNLOADED": _CONVERT, "LOAD_ERROR": _CONVERT,
+    "AUX_LAYERS_DEFAULTED": _WIRINGS, "AUX_LAYER_CONVENTION": _WIRINGS, "FC_SKIPPED": _WIRINGS,
+    "HIDDEN_COLLAPSES": _WIRINGS, "HIDDEN_LAYERS_DIFFER": _WIRINGS,
+    "NORM_FLAG_IGNORED": _WHAT_IF, "ACCEPT_COLLAPSES": _WHAT_IF,
+    "ACCEPT_MISMATCH": "eagle3-nb accept CKPT --target TARGET_DIR --observed OBSERVED",
+    "STATS_SKIPPED": "eagle3-nb inspect CKPT --stats-budget 8G",
+    "ENGINE_UNVERIFIED": "eagle3-nb engines",
+    "ENGINE_DISAGREES": "eagle3-nb probe CKPT --engine {engine_name} --json",
+    "TARGET_CAPTURE_UNCHECKED": "eagle3-nb inspect CKPT --target-config TARGET_CONFIG "
+                                "--engine {engine}",
+    "LOG_UNRECOGNISED": "eagle3-nb inspect CKPT --log LOG --target-config TARGET_CONFIG",
+    "TARGET_QUANTIZED": "eagle3-nb accept CKPT --hidden-states DUMPS_DIR --target TARGET_DIR",
+    "D2T_MISSING": _FIX_D2T, "D2T_ABSOLUTE": _FIX_D2T, "D2T_ARANGE_SUBTRACTED": _FIX_D2T,
+    "D2T_AMBIGUOUS": "eagle3-nb vocab CKPT --tokenizer TOKENIZER",
+    "NOT_A_DRAFT": "eagle3-nb inspect DRAFT --target-config CKPT/config.json",
 }
 
 
@@ -224,6 +261,28 @@ def next_step(code: str | None, engines: list[str | None] | None = None,
     ckpt = checkpoint or "CKPT"
     return (text.replace("{engine}", named[-1] if named else "the engine version you serve with")
             .replace("CKPT NEW", f"{ckpt} {ckpt}-converted").replace("CKPT", ckpt))
+
+
+def next_command(code: str | None, engines: list[str | None] | None = None,
+                 checkpoint: str | None = None, inputs: dict[str, str] | None = None
+                 ) -> str | None:
+    """The command of a finding's next step (NEXT_COMMANDS), filled in: the checkpoint, the
+    engine the step names (the last of several, as next_step), and the INPUTS the command was
+    given (placeholder -> value: TARGET_DIR, TARGET_CONFIG, LOG, ...); None where the step is
+    done by hand."""
+    import re
+    import shlex
+
+    text = NEXT_COMMANDS.get(code or "")
+    if text is None:
+        return None
+    named = [e for e in engines or [] if e]
+    engine = named[-1] if named else "NAME==VERSION"
+    ckpt = checkpoint or "CKPT"
+    values = {"CKPT": ckpt, "NEW": f"{ckpt}-converted", **(inputs or {})}
+    text = text.replace("{engine}", engine).replace("{engine_name}", engine.split("==")[0])
+    return re.sub(r"\b(" + "|".join(map(re.escape, values)) + r")\b",
+                  lambda m: shlex.quote(str(values[m.group(1)])), text)
 
 
 # ----------------------------------------------------------------------------- verdict line

@@ -36,6 +36,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from eagle3_nb.config import MAX_NUM_STEPS
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.io.checkpoint import json_problem
 
@@ -66,6 +67,32 @@ def count(value: Any, what: str, where: str | None = None) -> int:
     if abs(out - round(out)) > 1e-6:
         raise MetricsFormatError(f"{what} is {value!r}, expected a whole count", where)
     return int(round(out))
+
+
+# What one draft step can produce, whatever an engine's figures claim: the kit builds one list
+# entry per draft position, so a position label of 300000000 must be refused, not allocated.
+# The same limits as the drafting settings the kit simulates (config.py).
+MAX_DRAFT_POSITIONS = MAX_NUM_STEPS
+
+
+def draft_position(value: Any, what: str, where: str | None = None) -> int:
+    """A 0-based draft position (a Prometheus `position` label, a histogram index), bounded."""
+    pos = count(value, what, where)
+    if pos >= MAX_DRAFT_POSITIONS:
+        raise MetricsFormatError(f"{what} is {pos}: no draft reaches that deep (the kit reads "
+                                 f"positions 0..{MAX_DRAFT_POSITIONS - 1})", where,
+                                 "is this the engine's own output? a real one lists one entry "
+                                 "per speculative step")
+    return pos
+
+
+def check_positions(n: int, what: str, where: str | None = None, extra: int = 0) -> None:
+    """A per-position list of N entries (EXTRA more allowed, e.g. a histogram's zero bin)."""
+    if n > MAX_DRAFT_POSITIONS + extra:
+        raise MetricsFormatError(f"{what} has {n} entries: no draft has that many positions "
+                                 f"(the kit reads at most {MAX_DRAFT_POSITIONS + extra})", where,
+                                 "is this the engine's own output? a real one lists one entry "
+                                 "per speculative step")
 
 
 @dataclass
@@ -144,8 +171,11 @@ def load_json(obj: Any, what: str) -> Any:
 
 
 def int_list(value: Any, what: str, where: str) -> list[int]:
+    """A histogram over correct drafts per step (index 0..depth): bounded by the draft depth."""
     if not isinstance(value, list) or not value:
-        raise MetricsFormatError(f"{what} is {value!r}, expected a non-empty list of counts", where)
+        raise MetricsFormatError(f"{what} is {as_text(value)!r}, expected a non-empty list of "
+                                 "counts", where)
+    check_positions(len(value), what, where, extra=1)
     return [count(v, f"{what}[{i}]", where) for i, v in enumerate(value)]
 
 
@@ -300,6 +330,8 @@ def normalize_samples(samples: Any) -> list[PromSample]:
         labels = dict(get("labels") or {})
         values = get("values")
         if values is not None:  # Vector: one value per position
+            values = values if hasattr(values, "__len__") else list(values)
+            check_positions(len(values), f"{name} values", "metrics")
             for pos, v in enumerate(values):
                 out.append(PromSample(name, {**labels, "position": str(pos)},
                                       as_float(v, f"{name}[{pos}]")))
@@ -338,5 +370,5 @@ def as_int(value: Any) -> int | None:
         return None
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a JSON Infinity
         return None

@@ -68,7 +68,8 @@ def wiring_presets(cfg: DraftConfig, shapes: dict, target: TargetInfo | None,
         presets[p.key] = engine_wiring(p, cfg, shapes, target)
     presets["single_layer"] = replace(trained, name="single_layer", hidden_source="final_norm",
                                       fc_rule="engine", note=CHECKS["single_layer"])
-    if trained.layer_ids:
+    deepest = target.num_hidden_layers if target else None  # hidden_states[L]: the last one
+    if trained.layer_ids and (deepest is None or max(trained.layer_ids) < deepest):
         presets["layers_plus_one"] = replace(
             trained, name="layers_plus_one", layer_ids=tuple(i + 1 for i in trained.layer_ids),
             note="every captured layer one deeper than trained (the +1 convention applied twice)")

@@ -125,7 +125,7 @@ def test_an_unknown_engine_name_is_refused():
         resolve_engine("tgi==1.0")
 
 
-@pytest.mark.parametrize("spec", ["sglang", "sglang==", "==0.5.9", "sglang=0.5.9"])
+@pytest.mark.parametrize("spec", ["sglang==", "sglang:", "==0.5.9", "sglang=0.5.9"])
 def test_malformed_engine_spec(spec):
     with pytest.raises(EngineSpecError):
         resolve_engine(spec)

@@ -10,6 +10,7 @@ teacher-forced against the recorded tokens, and labelled so.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -17,7 +18,10 @@ from typing import Any, Callable
 import torch
 
 from eagle3_nb.acceptance import Drafting, score_dumps, simulate
-from eagle3_nb.defaults import DEFAULT_MAX_NEW_TOKENS, DEFAULT_N_SAMPLES, DEFAULT_NUM_STEPS
+from eagle3_nb.checks.target_match import preflight
+from eagle3_nb.config import SETTINGS_ENGINES_RUN, drafting_problem, parse_config
+from eagle3_nb.defaults import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_N_SAMPLES,
+                                DEFAULT_NUM_STEPS)
 from eagle3_nb.engines.registry import engines as registered_engines
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.findings import ERROR, WARNING, Finding, collapses
@@ -45,6 +49,7 @@ class AcceptanceCheck:
     drafting: Drafting | None = None
     n_samples: int | None = None
     evidence: str = ""                 # which engine evidence decided the wirings simulated
+    threads: str = ""                  # torch's threads and why (session.choose_threads)
 
     def summary(self) -> dict[str, Any]:
         return {"checkpoint": self.checkpoint, "target": self.target,
@@ -64,8 +69,9 @@ class AcceptanceCheck:
         """What every figure of this check was measured on."""
         drafting = self.drafting or Drafting(self.num_steps, source="parameters")
         sample = f"{self.n_samples} prompts" if self.n_samples else "every prompt"
-        return (f"{drafting.label()} ({drafting.source}), {sample}, {self.max_new_tokens} new "
+        line = (f"{drafting.label()} ({drafting.source}), {sample}, {self.max_new_tokens} new "
                 f"tokens each, {drafting.to_json()['verification']} verification")
+        return f"{line}; {self.threads}" if self.threads else line
 
 
 def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
@@ -83,9 +89,11 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
     if not target and not hidden_states:
         raise Eagle3NbError("no target and no hidden-state dumps", "target / hidden_states",
                             "give the target model directory (or the engine's dumps)")
+    preflight(checkpoint, target)
     obs = parse_observed(observed) if observed not in (None, "") else None
     drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch), obs,
-                                _architecture(target), engines, temperature)
+                                _architecture(target), engines, temperature,
+                                limits=run_limits(checkpoint, batch_size, max_new_tokens))
     named = bool(engines)
     engines, evidence = evidence_engines(engines, _launch(launch), obs if what_if else None)
     check = AcceptanceCheck(str(checkpoint), str(target) if target else None,
@@ -115,7 +123,9 @@ def _simulate_wirings(check, target, prompts, compare, n_samples, what_if, engin
         if name and name not in presets:
             raise Eagle3NbError(f"unknown wiring {name!r}", "wiring", f"one of: {', '.join(presets)}")
     chosen = presets if what_if else {n: presets[n] for n in {check.wiring, compare} if n}
+    check.threads = tgt.threads.label()
     samples = read_prompts(prompts, tgt, n_samples)
+    check_positions(samples, check.max_new_tokens, check.drafting, draft.cfg)
     rows = run_what_if(draft, tgt, samples, chosen, max_new_tokens=check.max_new_tokens,
                        batch_size=batch_size, drafting=check.drafting)
     by_name = {r.wiring.name: r for r in rows}
@@ -168,10 +178,37 @@ def _launch(launch):
     return launch
 
 
+@dataclass(frozen=True)
+class RunLimits:
+    """What bounds the drafting settings of one run: its batch and length, and the draft's
+    max_position_embeddings and vocabulary when its config.json is at hand."""
+    batch_size: int = DEFAULT_BATCH_SIZE
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    max_positions: int | None = None
+    draft_vocab: int | None = None
+
+
+def run_limits(checkpoint, batch_size: int = DEFAULT_BATCH_SIZE,
+               max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> RunLimits:
+    """The limits of a run on CHECKPOINT, read from its config.json only (no weights); a
+    config that cannot be read here is refused later, by the load, with its own message."""
+    from eagle3_nb.io.checkpoint import read_json
+
+    try:
+        cfg = parse_config(read_json(Path(checkpoint).resolve(), "config.json"))
+    except (Eagle3NbError, OSError, TypeError):
+        cfg = None
+    return RunLimits(batch_size, max_new_tokens,
+                     cfg.max_position_embeddings.value if cfg else None, cfg.Vd if cfg else None)
+
+
+PARAMETERS = "num_steps / topk / num_draft_tokens (--num-steps, --topk, --num-draft-tokens)"
+
+
 def resolve_drafting(num_steps: int | None = None, topk: int | None = None,
                      num_draft_tokens: int | None = None, launch=None, observed=None,
                      architecture: str | None = None, engines: list[str] | None = None,
-                     temperature: float = 0.0) -> Drafting:
+                     temperature: float = 0.0, limits: RunLimits | None = None) -> Drafting:
     """The drafting settings a simulation copies, from the first source that states them: the
     parameters, the running server's own arguments (an `observe` JSON), the launch command
     (SGLang --speculative-num-steps / -eagle-topk / -num-draft-tokens, vLLM
@@ -179,18 +216,85 @@ def resolve_drafting(num_steps: int | None = None, topk: int | None = None,
     target's architectures[0]) where the launch command or the observed figure names the engine
     but not the settings (engines/drafting.py, read per release), the draft positions the
     engine's log reports, else the kit's defaults. Parameters that contradict what the engine
-    says it ran are refused: a simulation of other settings does not explain its figure."""
-    stated = _stated_by_engine(launch, observed,
-                               _engine_default(launch, observed, architecture, engines))
-    if any(v not in (None, 0) for v in (num_steps, topk, num_draft_tokens)):
-        asked = _asked(num_steps, topk, num_draft_tokens, stated)
+    says it ran are refused: a simulation of other settings does not explain its figure.
+    Settings the run cannot afford (config.drafting_problem, under LIMITS) are refused before
+    anything runs, naming where they came from."""
+    limits = limits or RunLimits()
+    temperature = _temperature(temperature)
+    asked_values = [_count(v, name, PARAMETERS, allow_unset=True) for v, name in
+                    ((num_steps, "num_steps"), (topk, "topk"),
+                     (num_draft_tokens, "num_draft_tokens"))]
+    stated, where = _stated_by_engine(launch, observed,
+                                      _engine_default(launch, observed, architecture, engines),
+                                      limits)
+    if any(asked_values):
+        _bounded(*(v or 1 for v in asked_values[:2]), asked_values[2], PARAMETERS, limits)
+        asked = _asked(*asked_values, stated)
         if stated and _shape(asked) != _shape(stated):
             raise Eagle3NbError(f"the parameters ask for a {asked.label()}, but {stated.source} "
                                 f"states a {stated.label()}", "num_steps / topk / num_draft_tokens",
                                 "drop the parameters to simulate what the engine ran, or compare "
                                 "with a figure measured with the same settings")
-        return replace(asked, temperature=temperature)
-    return replace(stated or Drafting(), temperature=temperature)
+        stated, where = asked, PARAMETERS
+    drafting = replace(stated or Drafting(), temperature=temperature)
+    _bounded(*_shape(drafting), where, limits)
+    return drafting
+
+
+def _temperature(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or value < 0:
+        raise Eagle3NbError(f"temperature {str(value)[:40]} is not a finite number >= 0",
+                            "temperature (--temperature)",
+                            "0 for greedy verification, or the engine's sampling temperature")
+    return float(value)
+
+
+def _count(value, name: str, where: str, allow_unset: bool = False) -> int | None:
+    """A drafting count as a whole number >= 1 (an integral float from JSON too); None or 0 is
+    unset where ALLOW_UNSET."""
+    if allow_unset and value in (None, 0) and not isinstance(value, bool):
+        return None
+    whole = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)
+                                       and value.is_integer())
+    if isinstance(value, bool) or not whole or value < 1:
+        raise Eagle3NbError(f"{name} is {str(value)[:40]}: not a whole number >= 1", where,
+                            "give the count the engine was launched with")
+    return int(value)
+
+
+def _bounded(num_steps: int, topk: int, num_draft_tokens: int | None, where: str,
+             limits: RunLimits) -> None:
+    problem = drafting_problem(num_steps, topk, num_draft_tokens,
+                               batch_size=limits.batch_size, max_new_tokens=limits.max_new_tokens,
+                               max_positions=limits.max_positions, draft_vocab=limits.draft_vocab)
+    if problem:
+        raise Eagle3NbError(f"cannot simulate these drafting settings: {problem}", where,
+                            _bounded_fix(where))
+
+
+def _bounded_fix(where: str) -> str:
+    if where == PARAMETERS:
+        return f"{SETTINGS_ENGINES_RUN}, or lower --batch-size / --max-new-tokens"
+    return ("check that this is what the engine really ran (its own log or server info); "
+            "lower --batch-size / --max-new-tokens, or give smaller settings yourself and leave "
+            "this source out")
+
+
+def check_positions(samples, max_new_tokens: int, drafting: Drafting, cfg) -> None:
+    """The draft never runs past its max_position_embeddings: the longest prompt, the new
+    tokens and a last verify step's draft steps must fit (SGLang refuses a served context
+    longer than the draft's unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set)."""
+    limit = cfg.max_position_embeddings.value if cfg is not None else None
+    longest = max((len(s) for s in samples), default=0)
+    reach = longest + max_new_tokens + drafting.num_steps
+    if limit and reach > limit:
+        raise Eagle3NbError(f"the longest prompt ({longest} tokens), {max_new_tokens} new tokens "
+                            f"and {drafting.num_steps} draft steps reach position {reach}, past "
+                            f"the draft's max_position_embeddings {limit}", "prompts / "
+                            "max_new_tokens (--prompts, --max-new-tokens)",
+                            "use shorter prompts or fewer new tokens (the engine serves this "
+                            "draft no longer context either)")
 
 
 def _asked(num_steps, topk, num_draft_tokens, stated: Drafting | None) -> Drafting:
@@ -205,27 +309,53 @@ def _shape(d: Drafting) -> tuple[int, int, int | None]:
     return d.num_steps, d.topk, d.num_draft_tokens
 
 
-def _stated_by_engine(launch, observed, default: Drafting | None) -> Drafting | None:
+def _stated_by_engine(launch, observed, default: Drafting | None,
+                      limits: RunLimits) -> tuple[Drafting | None, str]:
+    """What the engine says it drafted, and where it says so (the flag or file to name when it
+    cannot be simulated); each value is checked before a Drafting is built of it."""
     server = (getattr(observed, "details", None) or {}).get("settings") or {}
+    if not isinstance(server, dict):
+        raise Eagle3NbError("details.settings is not an object", f"--observed {observed.source}",
+                            "pass the file eagle3-nb observe --out wrote, unedited")
     if server.get("num_steps"):          # the running server's own arguments (eagle3-nb observe)
-        return Drafting(int(server["num_steps"]), int(server.get("topk") or 1),
-                        server.get("num_draft_tokens"),
-                        f"the server's own arguments ({observed.source})")
+        where = (f"--observed: the server's own arguments (details.settings) of "
+                 f"{observed.source}")
+        steps, topk, tokens = (_count(server.get(k), k, where, allow_unset=k != "num_steps")
+                               for k in ("num_steps", "topk", "num_draft_tokens"))
+        _bounded(steps, topk or 1, tokens, where, limits)
+        return Drafting(steps, topk or 1, tokens,
+                        f"the server's own arguments ({observed.source})"), where
     if launch is not None and (launch.num_steps or launch.topk or launch.num_draft_tokens):
-        topk = launch.topk or 1
-        steps = launch.num_steps or (launch.num_draft_tokens - 1 if launch.num_draft_tokens
-                                     and topk == 1 else DEFAULT_NUM_STEPS)
-        return Drafting(steps, topk, launch.num_draft_tokens,
-                        f"the launch command ({launch.engine})")
+        where = _launch_where(launch)
+        steps, topk, tokens = (_count(getattr(launch, k), k, where, allow_unset=True)
+                               for k in ("num_steps", "topk", "num_draft_tokens"))
+        topk = topk or 1
+        steps = steps or (tokens - 1 if tokens and topk == 1 else DEFAULT_NUM_STEPS)
+        _bounded(steps, topk, tokens, where, limits)
+        return Drafting(steps, topk, tokens, f"the launch command ({launch.engine})"), where
     drafts = getattr(observed, "draft_tokens_per_step", None)
+    if drafts:
+        where = f"--observed {observed.source} (its draft tokens per verify step)"
+        drafts = _count(drafts, "draft_tokens_per_step", where)
+        _bounded(drafts, 1, None, where, limits)
     if drafts and default and default.num_draft_tokens == drafts + 1:
         return replace(default, source=f"{default.source}, which verifies the {drafts} draft "
-                                       f"tokens per step the observed figure reports")
+                                       f"tokens per step the observed figure reports"), where
     if drafts:
         return Drafting(drafts, 1, None, f"the observed figure ({observed.source}: {drafts} draft "
                         "tokens per verify step, read as a chain; give --launch if the engine "
-                        "drafted a tree)")
-    return default
+                        "drafted a tree)"), where
+    return default, default.source if default else "the kit's defaults"
+
+
+def _launch_where(launch) -> str:
+    """--launch and the engine's own flag names for the drafting settings."""
+    dialect = registered_engines()[launch.engine].launch if launch.engine in \
+        registered_engines() else None
+    names = [(dialect.setting_names or {}).get(k) for k in ("num_steps", "topk",
+                                                            "num_draft_tokens")] if dialect else []
+    flags = ", ".join(n for n in names if n)
+    return f"--launch ({flags})" if flags else "--launch"
 
 
 def _engine_default(launch, observed, architecture: str | None,
@@ -253,8 +383,8 @@ def _engine_version(engine: str, engines: list[str] | None, detected: str | None
     """The release named for this engine (--engine NAME==VERSION), else the one the observed
     figure reveals, else the newest surveyed."""
     from eagle3_nb.engines import engine as registered, split_spec
-    named = [version for name, version in map(split_spec, (e for e in engines or [] if "==" in e))
-             if name == engine]
+    named = [version for name, version in map(split_spec, engines or [])
+             if name == engine and version]
     if named:
         return named[-1]
     if detected and detected[0].isdigit():
@@ -322,6 +452,9 @@ def score_on_dumps(checkpoint: str | Path, hidden_states: str | Path, num_steps:
     engine's unloaded parameters reset as in a live run; default: trained, single_layer and
     every engine. A wiring the engine refuses or the dump cannot feed is a row with `error` or
     `unmeasured` instead of numbers."""
+    preflight(checkpoint, target)
+    num_steps = _count(num_steps, "num_steps", "num_steps (--num-steps)")
+    _bounded(num_steps, 1, None, "num_steps (--num-steps)", RunLimits())
     run = load_dump_run(checkpoint, hidden_states, engines_with(engines, *(wirings or [])),
                         n_samples, device, target, dump_layer_ids)
     names = wirings or ["trained", "single_layer", *(p.key for p in run.profiles)]
@@ -353,15 +486,21 @@ def measure_acceptance(checkpoint: str | Path, target: str | Path, prompts: str 
                        temperature: float = 0.0, seed: int = 0):
     """Simulated speculative decoding (a chain, or SGLang's tree at topk > 1) of the prompts
     under one named wiring."""
+    preflight(checkpoint, target)
     drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch),
-                                architecture=_architecture(target), temperature=temperature)
+                                architecture=_architecture(target), temperature=temperature,
+                                limits=run_limits(checkpoint, batch_size, max_new_tokens))
     draft, tgt, presets = load_for_run(checkpoint, target, engines_with(None, wiring), device)
     if wiring not in presets:
         raise Eagle3NbError(f"unknown wiring {wiring!r}", "--wiring",
                             f"one of: {', '.join(presets)}")
     samples = read_prompts(prompts, tgt, n_samples)
-    return simulate(draft, tgt, samples, max_new_tokens=max_new_tokens, wiring=presets[wiring],
-                    stop_at_eos=stop_at_eos, batch_size=batch_size, drafting=drafting, seed=seed)
+    check_positions(samples, max_new_tokens, drafting, draft.cfg)
+    result = simulate(draft, tgt, samples, max_new_tokens=max_new_tokens, wiring=presets[wiring],
+                      stop_at_eos=stop_at_eos, batch_size=batch_size, drafting=drafting,
+                      seed=seed)
+    result.threads = tgt.threads.label()
+    return result
 
 
 def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path, observed=None,
@@ -374,9 +513,11 @@ def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path, obs
     """Every named wiring (or the given ones) simulated on the prompts and ranked against what
     the engine reported (a number, a log, metrics text, SGLang JSON, or None), with the
     drafting settings the engine ran where its launch command or log states them."""
+    preflight(checkpoint, target)
     obs = parse_observed(observed) if observed is not None else None
     drafting = resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch), obs,
-                                _architecture(target), engines, temperature)
+                                _architecture(target), engines, temperature,
+                                limits=run_limits(checkpoint, batch_size, max_new_tokens))
     engines, evidence = evidence_engines(engines, _launch(launch), obs)
     draft, tgt, presets = load_for_run(checkpoint, target,
                                        engines_with(engines, *(wirings or [])), device)
@@ -384,13 +525,16 @@ def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path, obs
     if unknown:
         raise Eagle3NbError(f"unknown wiring(s) {unknown}", "wirings", f"one of: {', '.join(presets)}")
     chosen = {w: presets[w] for w in wirings} if wirings else presets
-    rows = run_what_if(draft, tgt, read_prompts(prompts, tgt, n_samples), chosen,
+    samples = read_prompts(prompts, tgt, n_samples)
+    check_positions(samples, max_new_tokens, drafting, draft.cfg)
+    rows = run_what_if(draft, tgt, samples, chosen,
                        max_new_tokens=max_new_tokens, batch_size=batch_size, drafting=drafting)
     rule_out(rows, *_d2t_evidence(checkpoint))
     rows = rank(rows, obs)
     return {"checkpoint": str(checkpoint), "num_steps": drafting.num_steps,
             "drafting": drafting.to_json(), "n_samples": n_samples,
-            "max_new_tokens": max_new_tokens, "evidence": evidence, **what_if_json(rows, obs)}
+            "max_new_tokens": max_new_tokens, "evidence": evidence,
+            "threads": tgt.threads.label(), **what_if_json(rows, obs)}
 
 
 def evidence_engines(engines: list[str] | None, launch, observed) -> tuple[list[str] | None, str]:

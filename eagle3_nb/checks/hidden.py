@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from eagle3_nb.checks.hidden_findings import hidden_findings
+from eagle3_nb.checks.target_match import preflight
 from eagle3_nb.defaults import DEFAULT_N_SAMPLES
 from eagle3_nb.drift import features_drift, mean_layer_similarity, weighted_mean
 from eagle3_nb.errors import Eagle3NbError
@@ -35,6 +36,7 @@ def check_hidden_states(checkpoint: str | Path, target: str | Path | None = None
                         dump_layer_ids=None) -> dict[str, Any]:
     """On the live target (prompts run through it), or on hidden-state dumps (hidden_states;
     the target then only lends its config and embeddings: hidden_dumps.check_dumps)."""
+    preflight(checkpoint, target)
     if hidden_states:
         return check_dumps(checkpoint, hidden_states, engines, n_samples, device, wirings, target,
                            dump_layer_ids)

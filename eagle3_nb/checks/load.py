@@ -11,14 +11,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from eagle3_nb.config import DraftConfig, TargetInfo
+from eagle3_nb.config import DraftConfig, TargetInfo, aux_id_faults
+from eagle3_nb.errors import ConfigError
 from eagle3_nb.engines import resolve_engines
 from eagle3_nb.engines.facts import CHECKS
 from eagle3_nb.engines.planner import NEEDS, LoadPlan, plan_load
 from eagle3_nb.findings import (ERROR, INFO, SUMMARY_VERSION, WARNING, Finding, engine_codes,
                                 has_errors, sort_findings, verdict_line, verdicts)
 from eagle3_nb.io.checkpoint import Checkpoint, load_target_info
-from eagle3_nb.checks.target_match import embedding_findings, target_findings
+from eagle3_nb.checks.target_match import (NOT_A_DRAFT_TODO, embedding_findings, not_a_draft,
+                                           not_a_draft_finding, target_findings)
 from eagle3_nb.checks.log import check_log
 from eagle3_nb.engines.launch import launch_findings, launch_from_args, read_launch
 from eagle3_nb.layouts import Layout, SchemaRow, detect_layout, schema_diff, split_key
@@ -43,9 +45,12 @@ class Inspection:
     launch: Any | None = None    # engines.launch.LaunchSettings when a command was given
     log: Any | None = None       # checks.log.LogReading when a server log was given
     release_from: str = ""       # where the engine releases answered for came from
+    not_a_draft: Finding | None = None  # a target model given as the draft: the only finding
 
     @property
     def findings(self) -> list[Finding]:
+        if self.not_a_draft is not None:  # the rest describes a target read as a draft
+            return [self.not_a_draft]
         out = list(self.global_findings)
         for plan in self.plans:
             out.extend(plan.findings)
@@ -106,7 +111,9 @@ class Inspection:
     def unchecked(self) -> list[dict[str, str]]:
         """What this inspection did not look at, each with how to look: a verdict is only as
         good as what was checked."""
-        out = []
+        out: list[dict[str, str]] = []
+        if self.not_a_draft is not None:  # nothing about a draft was checked, nor needs to be
+            return out
         if self.stats is None:
             out.append(_item("tensor values", "not scanned (--no-stats): NaN/Inf or untrained "
                              "tensors go unnoticed", "drop --no-stats"))
@@ -130,6 +137,8 @@ class Inspection:
     def overall(self) -> str:
         """One word for the whole inspection: an engine verdict other than ok wins; else "ok"
         only when nothing was left unchecked."""
+        if self.not_a_draft is not None:
+            return "load_error"
         verdicts = {p.verdict_with(self.beyond_plan(p)) for p in self.plans}
         if has_errors([f for f in self.global_findings if f.engine is None]) and \
                 verdicts <= {"ok"}:
@@ -147,7 +156,9 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     """What each engine release does with the draft at PATH. LOG (the engine's server log or a
     traceback) names the release when ENGINES does not, and its exceptions are explained."""
     ckpt = Checkpoint.open(path)
-    cfg = ckpt.config
+    why = not_a_draft(ckpt)
+    cfg = _draft_config(ckpt, why)
+    stats = stats and not why  # a target's tensors say nothing about a draft
     target = load_target_info(target_config) if target_config else None
     reading = check_log(log, engines[0] if engines and len(engines) == 1 else None,
                         launch_checks=False) if log else None
@@ -183,7 +194,19 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
         findings += embedding_findings(ckpt, weights_at, plans)
     return Inspection(ckpt, cfg, detect_layout(list(shapes)), target, plans, schema,
                       stats_result, findings, vocab, compared_embeddings=weights_at is not None,
-                      launch=settings, log=reading, release_from=release_from)
+                      launch=settings, log=reading, release_from=release_from,
+                      not_a_draft=not_a_draft_finding(why) if why else None)
+
+
+def _draft_config(ckpt: Checkpoint, not_a_draft: str) -> DraftConfig:
+    """The draft's parsed config; a target's config that does not parse as a draft's says
+    what the directory is instead of what its config lacks."""
+    try:
+        return ckpt.config
+    except ConfigError as exc:
+        if not_a_draft:
+            raise ConfigError(not_a_draft, str(ckpt.path), NOT_A_DRAFT_TODO) from exc
+        raise
 
 
 def _settle_launch_conditions(plans: list[LoadPlan], settings) -> None:
@@ -231,8 +254,21 @@ def checkpoint_findings(ckpt: Checkpoint, cfg: DraftConfig, schema: list[SchemaR
                            {r.checkpoint_key: {"actual": list(r.actual_shape),
                                                "expected": list(r.expected_shape)}
                             for r in mismatched}))
-    out += _aux_count_findings(ckpt, cfg)
+    out += _aux_id_findings(cfg) + _aux_count_findings(ckpt, cfg)
     return out
+
+
+def _aux_id_findings(cfg: DraftConfig) -> list[Finding]:
+    ids, where = cfg.aux_layer_ids.value, cfg.aux_layer_ids.source
+    faults = aux_id_faults(ids)
+    if not faults:
+        return []
+    return [Finding("AUX_IDS_INVALID", ERROR, f"the aux layer ids {ids} ({where}) are not a "
+                    f"list of distinct layers: {faults}. A hidden_states index is 0 or more "
+                    "and each captured layer is listed once, so no convention reads these: "
+                    "which layers training captured cannot be told from them, and no engine "
+                    "captures them as written",
+                    {"ids": ids, "declared_at": where, "faults": faults})]
 
 
 def _aux_count_findings(ckpt: Checkpoint, cfg: DraftConfig) -> list[Finding]:

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eagle3_nb.engines import newest_profiles, resolve_engine
+from eagle3_nb.engines import newest_profiles, resolve_engine, split_spec
 from eagle3_nb.engines.launch import launch_findings, launch_from_args
-from eagle3_nb.engines.registry import Engine, Signature, engine as registered, engines
+from eagle3_nb.engines.registry import (Engine, Signature, engine as registered, engines,
+                                        readers)
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.findings import ERROR, WARNING, Finding, sort_findings
-from eagle3_nb.io.logs import LogText, RaisedError, log_text, raised_errors, read_log
+from eagle3_nb.io.logs import (LogReadError, LogText, RaisedError, log_text, raised_errors,
+                               read_log, traceback_spans)
 from eagle3_nb.observation import MetricsFormatError
 
 KIND = "log"
@@ -67,12 +69,12 @@ class LogReading:
 
 def check_log(log: str | Path | LogText, engine: str | None = None,
               launch_checks: bool = True) -> LogReading:
-    """Read a log file (or a LogText) and explain it. ENGINE (NAME or NAME==VERSION) names the
-    engine when the log does not, and its release when the log names none. LAUNCH_CHECKS: run
-    the serving-command checks on the arguments the log shows (inspect runs them itself, with
-    the draft's config)."""
+    """Read a log file (or a LogText) and explain it. ENGINE (NAME, NAME==VERSION or
+    NAME:VERSION) names the engine when the log does not, and its release when the log names
+    none. LAUNCH_CHECKS: run the serving-command checks on the arguments the log shows (inspect
+    runs them itself, with the draft's config)."""
     text = log if isinstance(log, LogText) else read_log(log)
-    found, version, how = _identify(text.text, engine)
+    found, version, how = _identify(text.text, engine, text.source)
     reading = LogReading(text.source, text.note(), found.name if found else None, version, how,
                          None, None, raised_errors(text.text))
     if found is None:
@@ -80,7 +82,7 @@ def check_log(log: str | Path | LogText, engine: str | None = None,
         return reading
     if found.log is not None:
         reading.server_args = found.log.server_args(text.text)
-    reading.acceptance = _acceptance(text.text, version)
+    reading.acceptance = _acceptance(text.text, version, found)
     _explain(reading, found, text.text)
     if any(f.code == "LOG_UNRECOGNISED" or f.evidence.get("ab_plan") for f in reading.findings):
         reading.ab_plan = ab_plan(found, version)
@@ -93,16 +95,14 @@ def check_log_text(text: str, engine: str | None = None, source: str = "text") -
     return check_log(log_text(text, source), engine)
 
 
-def _identify(text: str, given: str | None) -> tuple[Engine | None, str | None, str]:
+def _identify(text: str, given: str | None,
+              source: str = "the log") -> tuple[Engine | None, str | None, str]:
     """(engine, release, where the release came from) from the log itself, else from GIVEN."""
-    name, _, version = (given or "").partition("==")
+    name, version = split_spec(given) if given else ("", "")
     if name:
-        found = registered(name.strip(), "--engine")
+        found = registered(name, "--engine")
     else:
-        scores = {e.name: e.log.mentions(text) for e in engines().values() if e.log}
-        best = max(scores.values(), default=0)
-        leaders = [n for n, s in scores.items() if s == best]
-        found = registered(leaders[0]) if best and len(leaders) == 1 else None
+        found = _writer(text, source)
         if found is None:
             return None, None, "no engine recognised: pass --engine NAME==VERSION"
     said = found.log.version(text) if found.log else None
@@ -116,13 +116,63 @@ def _identify(text: str, given: str | None) -> tuple[Engine | None, str | None, 
                          f"{found.name}==VERSION")
 
 
-def _acceptance(text: str, version: str | None) -> dict[str, Any] | None:
-    from eagle3_nb.observed.metrics import parse_observed
+def _writer(text: str, source: str) -> Engine | None:
+    """The engine whose text the log is, by its markers. A log holding lines of two engines is
+    refused: read as either one, the other's lines would be explained by the wrong signatures."""
+    dialects = {e.name: e for e in engines().values() if e.log}
+    scores = {n: e.log.mentions(text) for n, e in dialects.items()}
+    if sum(1 for s in scores.values() if s) > 1:
+        owners = _lines_by_engine(text, dialects)
+        if len(owners) > 1:
+            lines = text.split("\n")
+            said = "; ".join(f"{dialects[n].title} (line {no}: {_short(lines[no - 1].strip(), 80)})"
+                             for n, no in owners.items())
+            raise LogReadError(f"the log holds lines of more than one engine: {said}", source,
+                               "split it into one log per server, or pass --engine NAME "
+                               f"({', '.join(owners)}) to read it as that engine's")
+        if owners:
+            return registered(next(iter(owners)))
+    best = max(scores.values(), default=0)
+    leaders = [n for n, s in scores.items() if s == best]
+    return registered(leaders[0]) if best and len(leaders) == 1 else None
 
-    try:
-        return parse_observed(text, version=version).to_dict()
-    except (MetricsFormatError, Eagle3NbError):
-        return None
+
+def _lines_by_engine(text: str, dialects: dict[str, Engine]) -> dict[str, int]:
+    """Engine -> the first line only its text holds: a line with its markers alone, or a
+    traceback, which is the engine's of its first marked line (an engine's traceback passes
+    through the libraries it calls, another engine's among them)."""
+    lines = text.split("\n")
+
+    def marked(line: str) -> list[str]:
+        return [n for n, e in dialects.items() if e.log.mentions(line)]
+
+    owners: dict[str, int] = {}
+    covered: set[int] = set()
+    for start, end in traceback_spans(lines):
+        covered.update(range(start, end))
+        first = next((names for names in map(marked, lines[start:end]) if names), [])
+        if len(first) == 1:
+            owners.setdefault(first[0], start + 1)
+    for no, line in enumerate(lines):
+        names = marked(line) if no not in covered else []
+        if len(names) == 1:
+            owners.setdefault(names[0], no + 1)
+    return dict(sorted(owners.items(), key=lambda item: item[1]))
+
+
+def _acceptance(text: str, version: str | None, found: Engine) -> dict[str, Any] | None:
+    """The acceptance the engine's own lines report, read by its own readers only (another
+    engine's lines in the same text are not its figures)."""
+    options = {"version": version, "num_draft_tokens": None, "num_speculative_tokens": None,
+               "model_name": None}
+    for owner, reader in readers("text"):
+        if owner.name != found.name or not reader.can_read(text):
+            continue
+        try:
+            return reader.read(text, "text", **options).to_dict()
+        except (MetricsFormatError, Eagle3NbError):
+            return None
+    return None
 
 
 def _explain(reading: LogReading, found: Engine, text: str) -> None:

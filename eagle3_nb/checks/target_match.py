@@ -13,9 +13,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from eagle3_nb.config import DraftConfig, TargetInfo
+from eagle3_nb.config import DraftConfig, TargetInfo, aux_id_faults, draft_marker
 from eagle3_nb.engines.facts import CHECKS
+from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.findings import ERROR, INFO, WARNING, Finding
+from eagle3_nb.io.checkpoint import Checkpoint, load_target_info, read_json
 from eagle3_nb.io.safetensors import TensorInfo, read_header, read_rows
 
 TARGET_EMBED_NAMES = ("model.embed_tokens.weight", "embed_tokens.weight",
@@ -29,6 +31,84 @@ def target_findings(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
     return (_looks_like_a_draft(cfg, target) + _sizes(cfg, target) + _layer_ids(cfg, target)
             + _rope(cfg, target) + _verifier(cfg, target) + _quantized(cfg, target))
 
+
+# ----------------------------------------------------------------------------- before a run
+
+def preflight(checkpoint, target_config=None) -> None:
+    """What makes a run on the draft meaningless, said before anything is loaded (the same
+    answer inspect gives as a finding): a target model given as the draft, aux layer ids that
+    are negative or repeated, or ids past the target's last layer. Eagle3NbError, else None.
+    CHECKPOINT: a path or an opened Checkpoint; TARGET_CONFIG: the target's config.json or
+    its directory (None: the target's layer count is not checked)."""
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint.open(checkpoint)
+    why = not_a_draft(ckpt)
+    if why:
+        raise Eagle3NbError(why, str(ckpt.path), NOT_A_DRAFT_TODO)
+    cfg = ckpt.config
+    ids = cfg.aux_layer_ids.value
+    declared = f"{ckpt.path / 'config.json'} ({cfg.aux_layer_ids.source})"
+    faults = aux_id_faults(ids)
+    if faults:
+        raise Eagle3NbError(f"aux layer ids {ids} are not a list of distinct layers: {faults} "
+                            "(AUX_IDS_INVALID)", declared, AUX_IDS_TODO)
+    if not target_config:
+        return
+    _not_a_draft_as_target(Path(target_config))
+    found = _layer_ids(cfg, load_target_info(target_config))
+    if found:
+        raise Eagle3NbError(f"{found[0].message} (TARGET_MISMATCH)", declared,
+                            "pick the draft made for this target, or write the layer ids "
+                            "training captured; eagle3-nb inspect DRAFT --target-config "
+                            "TARGET/config.json shows every mismatch")
+
+
+def _not_a_draft_as_target(target: Path) -> None:
+    """A draft's directory given as the target: said as the target loader says it, before its
+    one or two layers make every layer id look wrong."""
+    folder = target if target.is_dir() else target.parent
+    name = "config.json" if target.is_dir() else target.name
+    if not (folder / name).is_file():
+        return  # load_target_info says what is missing
+    draft = draft_marker(read_json(folder.resolve(), name))
+    if draft:
+        raise Eagle3NbError(f"this is an EAGLE-3 draft's directory, not a target model "
+                            f"({draft})", str(folder), "pass the target model's directory "
+                            "(the model the draft speculates for) as --target")
+
+
+AUX_IDS_TODO = ("write the hidden_states indices training captured, each once and none "
+                "negative, into a copy's config.json (eagle3-nb inspect says where each engine "
+                "reads them)")
+NOT_A_DRAFT_TODO = ("pass the EAGLE-3 draft's directory as the checkpoint; this one is the "
+                    "target (--target / --target-config)")
+_DECODER_LAYER = re.compile(r"^layers\.(\d+)\.")
+
+
+def not_a_draft(ckpt) -> str:
+    """Why the directory holds a whole causal LM (a target) and not an EAGLE-3 draft, or "":
+    its config.json carries no EAGLE-3 marker (config.draft_marker), its weights have no fc,
+    and they hold decoder layers past the first."""
+    keys = ckpt.canonical_keys
+    if draft_marker(ckpt.config_raw) or "fc.weight" in keys:
+        return ""
+    layers = {int(m.group(1)) for k in keys if (m := _DECODER_LAYER.match(k))}
+    if len(layers) < 2:
+        return ""
+    archs = ckpt.config_raw.get("architectures")
+    named = f"names {str(archs)[:80]}" if isinstance(archs, list) and archs else \
+        "names no architecture"
+    return (f"this is a target model, not an EAGLE-3 draft: its config.json {named} and "
+            "nothing of a draft (no Eagle3 architecture, draft_vocab_size or aux layer ids), "
+            f"and its weights hold {len(layers)} decoder layers (layers.{min(layers)} to "
+            f"layers.{max(layers)}) and no fc")
+
+
+def not_a_draft_finding(why: str) -> Finding:
+    return Finding("NOT_A_DRAFT", ERROR, f"{why}; every other finding is left out: they "
+                   "describe a target read as a draft", {"why": why})
+
+
+# ----------------------------------------------------------------------------- findings
 
 def _mismatch(severity: str, what: str, draft: Any, target: Any, why: str) -> Finding:
     return Finding("TARGET_MISMATCH", severity, f"{what}: the draft says {draft}, the target "
@@ -66,7 +146,7 @@ def _layer_ids(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
     """Declared aux layer ids must name layers the target has: under either convention an id
     lies in [0, L] (L, the state after the last layer, only as a capture-before index)."""
     ids = cfg.aux_layer_ids.value or []
-    bad = [i for i in ids if i < 0 or i > target.num_hidden_layers]
+    bad = [i for i in ids if i > target.num_hidden_layers]  # negative ones: AUX_IDS_INVALID
     if not bad:
         return []
     return [_mismatch(ERROR, "aux layer ids", ids, f"{target.num_hidden_layers} layers",

@@ -58,10 +58,6 @@ def releases_in(profile: EngineProfile) -> list[str]:
     return [r for r, _ in engine(profile.name).releases if profile.covers_release(r)]
 
 
-def known_ranges() -> str:
-    return "; ".join(p.range_text() for p in all_profiles())
-
-
 _RESOLVED: dict[tuple[str, str], EngineProfile] = {}
 
 
@@ -75,24 +71,58 @@ def published_release(name: str, version: str) -> str | None:
     return next((r for r, _ in found.releases if release_key(r) == key), None) if found else None
 
 
+# NAME==VERSION, NAME:VERSION (papermill cannot show a "=" in a parameter's help comment, so the
+# notebooks document this one), and the older NAME@VERSION and "NAME VERSION"
+_SEPARATOR = re.compile(r"\s*(?:==|:|@)\s*|\s+")
+
+
 def split_spec(spec: str) -> tuple[str, str]:
-    """'NAME==VERSION' -> (name, version): the one place the kit reads an engine release."""
-    name, sep, version = str(spec).partition("==")
-    name, version = name.strip().lower(), version.strip()
-    if not sep or not name or not version:
-        raise EngineSpecError(f"engine {spec!r} is not NAME==VERSION", "--engine",
-                              f"for example sglang==0.5.23; known: {known_ranges()}")
+    """'NAME==VERSION' or 'NAME:VERSION' -> (name, version); a bare 'NAME' -> (name, ""), which
+    resolve_engine answers with that engine's newest releases. The one place the kit reads an
+    engine release; the name is checked where it is resolved (registry.engine)."""
+    parts = _SEPARATOR.split(str(spec).strip(), maxsplit=1)
+    name, version = parts[0].strip().lower(), "".join(parts[1:]).strip()
+    if not name or (len(parts) > 1 and not version):  # "sglang==": an unset $VERSION, say
+        what = "names no engine" if not name else "has a separator but no version"
+        raise EngineSpecError(f"engine {str(spec)[:40]!r} {what}", "--engine",
+                              f"NAME, NAME==VERSION or NAME:VERSION, e.g. {_example()}; "
+                              f"engines: {', '.join(names())}")
     return name, version
 
 
+def canonical_spec(spec: str) -> str:
+    """Any accepted form -> 'NAME==VERSION' ('NAME' when no version is given)."""
+    name, version = split_spec(spec)
+    return f"{name}=={version}" if version else name
+
+
+def wiring_name(name: str) -> str:
+    """A wiring named as an engine release in any form split_spec reads ('sglang:0.5.9') ->
+    its preset's name (NAME==VERSION); any other wiring name as given."""
+    try:
+        engine_name, version = split_spec(name)
+    except EngineSpecError:  # no engine release: a wiring name the presets answer for
+        return name
+    return f"{engine_name}=={version}" if version and engine_name in engines() else name
+
+
+def _example() -> str:
+    first = next(iter(engines().values()))
+    return f"{first.name}=={first.newest} or {first.name}:{first.newest}"
+
+
 def resolve_engine(spec: str) -> EngineProfile:
-    """'NAME==VERSION' -> the profile for that release, its `version` set to the release.
+    """'NAME==VERSION' (or NAME:VERSION) -> the profile for that release, its `version` set to
+    the release; a bare 'NAME' -> that engine's newest profile (what a check without --engine
+    answers for).
 
     Never refused: a build inside a profile's range that is not a published release (a dev or
     rc build, an unknown post release) and a release no profile covers (newer than the survey)
     get the nearest profile, with `based_on` naming it so every plan warns; a release before the
     engine had EAGLE-3 also gets `eagle3_since`."""
     name, version = split_spec(spec)
+    if not version:
+        return newest_profile(engine(name))
     key = release_key(version)
     mine = list(engine(name).profiles)
     published = published_release(name, version)
@@ -119,10 +149,14 @@ def _answer(mine: list[EngineProfile], name: str, version: str, key: tuple[int, 
                    evidence=f"not read: answered with the {nearest.key} profile")
 
 
+def newest_profile(found: Engine) -> EngineProfile:
+    return max(found.profiles, key=lambda p: release_key(p.covers[1]))
+
+
 def newest_profiles() -> list[EngineProfile]:
     """The profile of each engine's newest surveyed releases: what a check without --engine
     answers for (older releases only when named, or with --engine all)."""
-    return [max(e.profiles, key=lambda p: release_key(p.covers[1])) for e in engines().values()]
+    return [newest_profile(e) for e in engines().values()]
 
 
 def resolve_engines(specs: list[str] | None) -> list[EngineProfile]:
@@ -141,21 +175,12 @@ def resolve_engines(specs: list[str] | None) -> list[EngineProfile]:
 def parse_engines(engine: str | list[str] | None) -> list[str] | None:
     """A notebook's `engine` parameter -> `inspect_checkpoint(engines=...)`.
 
-    "all", "" or None: every profile. Otherwise comma-separated engines, each NAME==VERSION or,
-    because papermill cannot read a "=" in a parameter's help comment, NAME:VERSION,
-    NAME@VERSION or "NAME VERSION"."""
+    "all", "" or None: every profile. Otherwise comma-separated engines, each NAME:VERSION,
+    NAME==VERSION or a bare NAME (split_spec's grammar), returned as NAME==VERSION."""
     if engine is None:
         return None
-    items = engine if isinstance(engine, list) else str(engine).split(",")
-    out = []
-    if any(str(i).strip() == "all" for i in items):
+    items = [str(i).strip() for i in (engine if isinstance(engine, list) else
+                                      str(engine).split(","))]
+    if "all" in items:
         return ["all"]
-    for item in (i.strip() for i in items):
-        if not item:
-            continue
-        if "==" not in item:
-            parts = re.split(r"[:@\s]+", item, maxsplit=1)
-            if len(parts) == 2 and parts[1]:
-                item = f"{parts[0]}=={parts[1]}"
-        out.append(item)  # anything else: resolve_engines says what is wrong
-    return out or None
+    return [canonical_spec(i) for i in items if i] or None

@@ -11,7 +11,7 @@ from eagle3_nb.engines import resolve_engine
 from eagle3_nb.engines.profile import AS_IS, PLUS_ONE, EngineProfile
 from eagle3_nb.engines.registry import engines as _engines
 from eagle3_nb.errors import EngineSpecError
-from eagle3_nb.findings import ENGINE_FACTS_UNKNOWN
+from eagle3_nb.findings import ENGINE_FACTS_UNKNOWN, next_command
 from eagle3_nb.findings import next_step as generic_next_step
 
 AUX_ID_PLACES = {"eagle_config": "config.json's eagle_config.eagle_aux_hidden_state_layer_ids",
@@ -29,6 +29,22 @@ def next_step(code: str | None, engines: list[str | None] | None = None,
     named = [e for e in engines or [] if e]
     facts = engine_facts(named[-1]) if named else None
     return generic_next_step(code, engines, checkpoint, facts)
+
+
+def with_advice(data: dict[str, Any], inputs: dict[str, str] | None = None,
+                checkpoint: str | None = None) -> dict[str, Any]:
+    """DATA (a check's JSON form) with `next_step` and `command` in every one of its findings,
+    as the report's "what to do" column says them: the step for the finding's engine, the
+    command filled in with the checkpoint (DATA's own unless given) and the INPUTS the command
+    was given (placeholder -> value, see findings.next_command). A step the finding brings
+    itself (an engine log signature's) wins over the code's."""
+    ckpt = checkpoint or data.get("checkpoint")
+    for f in data.get("findings") or []:
+        engines = [f.get("engine")]
+        f["next_step"] = (f.get("evidence") or {}).get("next_step") or \
+            next_step(f["code"], engines, ckpt)
+        f["command"] = next_command(f["code"], engines, ckpt, inputs)
+    return data
 
 
 def engine_facts(engine: str) -> dict[str, str] | None:

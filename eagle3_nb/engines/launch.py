@@ -8,6 +8,7 @@ dialect adds its own.
 
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,11 +42,17 @@ class LaunchSettings:
         return {k: v for k, v in self.__dict__.items() if k != "flags"}
 
 
+MAX_COMMAND_BYTES = 64 << 10   # a serving command is a few hundred bytes; its file no more
+
+
 def read_launch(text_or_file: str) -> LaunchSettings:
     """A serving command line, or a file holding one (backslash continuations allowed)."""
     text = text_or_file
     if names_a_file(text_or_file):
-        text = Path(text_or_file).read_text(encoding="utf-8", errors="replace")[:65536]
+        text = _command_file(Path(text_or_file))
+    elif len(text) > MAX_COMMAND_BYTES:
+        raise ConfigError(f"the launch command is {len(text)} characters long: not a serving "
+                          "command", "--launch", "pass the command as you run it")
     try:
         words = shlex.split(text.replace("\\\n", " "))
     except ValueError as exc:
@@ -54,18 +61,62 @@ def read_launch(text_or_file: str) -> LaunchSettings:
     joined = " ".join(words)
     for found in engines().values():
         if found.launch and found.launch.starts(joined):
-            return found.launch.parse(words)
+            return _within_bounds(found.launch.parse(words))
     known = [e for e in engines().values() if e.launch]
     raise ConfigError(f"the launch command starts no {' or '.join(e.title for e in known)} server",
                       "--launch", "pass the command as you run it, e.g. " +
                       " or ".join(repr(e.launch.example) for e in known))
 
 
+def _command_file(path: Path) -> str:
+    """The file's text, read no further than a command can be long."""
+    with path.open("rb") as handle:
+        data = handle.read(MAX_COMMAND_BYTES + 1)
+    if len(data) > MAX_COMMAND_BYTES:
+        raise ConfigError(f"the file is over {MAX_COMMAND_BYTES >> 10} KiB: not a serving command",
+                          str(path), "pass a file holding only the command (or the command "
+                          "itself) to --launch")
+    return data.decode("utf-8", errors="replace")
+
+
+def _within_bounds(launch: LaunchSettings) -> LaunchSettings:
+    """A drafting count beyond anything an engine runs is refused, naming the engine's flag."""
+    from eagle3_nb.config import launch_count_problem
+
+    names = engine(launch.engine).launch.setting_names
+    for setting in ("num_steps", "topk", "num_draft_tokens"):
+        value = getattr(launch, setting)
+        problem = launch_count_problem(setting, value) if value is not None else ""
+        if problem:
+            raise ConfigError(f"{names.get(setting, setting)} {value} {problem}", "--launch",
+                              "pass the command the engine runs (engines draft 3 to 8 steps, "
+                              "topk 1 to 8)")
+    return launch
+
+
+_COUNTS = ("num_steps", "topk", "num_draft_tokens", "tensor_parallel")
+
+
 def launch_from_args(args: dict[str, Any]) -> LaunchSettings:
-    """The settings a server showed (observe's server info, a log's resolved arguments)."""
+    """The settings a server showed (observe's server info, a log's resolved arguments); a
+    count that is no whole number is left out (these are claims read as evidence, and the
+    checks compare counts)."""
     fields = {k: args.get(k) for k in LaunchSettings.__dataclass_fields__
               if k != "flags" and k in args}
+    for key in _COUNTS:
+        if key in fields and _whole(fields[key]) is None:
+            fields[key] = None
     return LaunchSettings(**fields)
+
+
+def _whole(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
 
 
 def names_a_file(text: str) -> bool:
@@ -98,11 +149,23 @@ def read_flags(words: list[str], booleans: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def as_int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
+def as_int(value: Any, flag: str | None = None) -> int | None:
+    """A count the command gives: None when it gives none. With FLAG (the engine's own name for
+    it), a value that is no whole number (the flag left without its value, 'inf', a JSON NaN or
+    Infinity) is refused, naming the flag; without, it is None."""
+    if value is None:
         return None
+    whole = _whole(value)
+    if whole is None and isinstance(value, str):
+        try:
+            whole = int(value.strip())
+        except ValueError:   # also an integer of more than 4300 digits
+            whole = None
+    if whole is None and flag:
+        shown = "no value" if value is True else f"{str(value)[:40]!r}"
+        raise ConfigError(f"{flag} has {shown}, not a whole number", "--launch",
+                          "give it the count the engine runs with")
+    return whole
 
 
 def launch_findings(launch: LaunchSettings, cfg: DraftConfig | None,

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from eagle3_nb.config import ABSENT, NORM_FLAGS, TRAINER_FLAG_DEFAULTS, DraftConfig, TargetInfo
+from eagle3_nb.config import (ABSENT, NORM_FLAGS, TRAINER_FLAG_DEFAULTS, DraftConfig, TargetInfo,
+                              aux_id_faults)
 from eagle3_nb.errors import ConversionError
 from eagle3_nb.findings import ERROR, INFO, WARNING, Finding
 from eagle3_nb.engines.bugs import affects, bugs_in
@@ -166,6 +167,9 @@ def trained_aux_indices(cfg: DraftConfig, num_layers: int | None) -> tuple[list[
             return None, "default [2, L//2, L-3] (pass the target config to resolve L)"
         return _defaults(num_layers), "default [2, L//2, L-3]: no ids declared"
     ids = declared.value
+    faults = aux_id_faults(ids)
+    if faults:  # no convention reads these: what training captured is not known
+        return None, f"{declared.source} ids {ids} are not layer ids ({faults})"
     if cfg.dialect == "speculators":
         return sorted(set(ids)), f"{declared.source} ids read as hidden_states[id] (vLLM extraction)"
     if ids[0] == 1:

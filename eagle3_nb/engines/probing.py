@@ -12,7 +12,9 @@ import importlib
 import importlib.util
 import os
 import re
+import shutil
 import socket
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -55,6 +57,23 @@ def engine_version(engine: str) -> str:
                                  install_hint(engine)) from None
 
 
+_SCRATCH: list[Path] = []   # the temporary directories of the probe in progress
+
+
+def scratch_dir(purpose: str) -> Path:
+    """A temporary directory an adapter needs while the probe runs (a placeholder config, a
+    sitecustomize for the engine's child Pythons); the probe removes it when it ends, however
+    it ends (remove_scratch in its finally)."""
+    path = Path(tempfile.mkdtemp(prefix=f"eagle3nb-{purpose}-"))
+    _SCRATCH.append(path)
+    return path
+
+
+def remove_scratch() -> None:
+    while _SCRATCH:
+        shutil.rmtree(_SCRATCH.pop(), ignore_errors=True)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -68,6 +87,11 @@ def prepare_process() -> None:
         os.environ.setdefault(key, value)
     os.environ.setdefault("MASTER_PORT", str(free_port()))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # torch's compile cache (else a torchinductor_<user> folder left in the temp directory):
+    # the probe compiles nothing, so it lives and goes with the probe's own scratch
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
+    if not cache or "eagle3nb-inductor-" in cache:   # unset, or an earlier probe's (gone)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(scratch_dir("inductor"))
 
 
 def line(exc: BaseException) -> str:

@@ -83,14 +83,48 @@ def _finite(obj: Any) -> Any:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write next to the destination, then rename: readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write next to the destination, then rename: readers never see half a file. Replaces
+    PATH; callers decide first that it may be replaced (create_text never replaces)."""
+    tmp = _temp_beside(path, text)
     try:
-        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def create_text(path: Path, text: str) -> None:
+    """Write a new file at PATH, whole or not at all: written beside it, then renamed without
+    replacing anything (an existing PATH, a symbolic link included, raises OutputExistsError)."""
+    if os.path.lexists(path):
+        raise OutputExistsError("exists", str(path), "name a new file")
+    tmp = _temp_beside(path, text)
+    try:
+        rename_noreplace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _temp_beside(path: Path, text: str) -> Path:
+    """A new file (created exclusively: never through a link someone left there) holding TEXT,
+    in PATH's directory, with the mode a plain open() would give it."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".eagle3nb-tmp", dir=path.parent)
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), 0o666 & ~_umask())
+            fh.write(text)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 # ----------------------------------------------------------------------------- staging dirs
@@ -136,14 +170,15 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_staging(dest: Path) -> list[str]:
-    """Clear what killed runs left beside `dest` (provably stale only) and say what was done. A
-    run killed between its two renames left dest missing and the previous directory aside: that
-    one is put back, not removed."""
+def remove_stale_staging(dest: Path, kinds: tuple[str, ...] = ("old", "tmp")) -> list[str]:
+    """Clear what killed runs left beside `dest` (provably stale only: the kit's owner file
+    names a process of this host that is gone) and say what was done. A run killed between its
+    two renames left dest missing and the previous directory aside: that one is put back, not
+    removed. KINDS limits it to staging ("tmp") or set-aside ("old") directories."""
     done: list[str] = []
     if not dest.parent.is_dir():
         return done
-    for kind in ("old", "tmp"):
+    for kind in kinds:
         for path in sorted(dest.parent.glob(f".{dest.name}.eagle3nb-{kind}-*")):
             if not path.is_dir() or path.is_symlink() or not _owner_is_gone(path / OWNER_NAME):
                 continue

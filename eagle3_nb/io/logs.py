@@ -147,6 +147,21 @@ def raised_errors(text: str) -> list[RaisedError]:
     return list(latest.values())[-MAX_ERRORS:]
 
 
+def traceback_spans(lines: list[str]) -> list[tuple[int, int]]:
+    """[start, end) line ranges of the tracebacks: the header, the frames, the exception and
+    its message lines."""
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(lines):
+        if _TRACEBACK in lines[i]:
+            end = max(_traceback(lines, i)[1], i + 1)
+            spans.append((i, end))
+            i = end
+        else:
+            i += 1
+    return spans
+
+
 # vLLM's worker processes prefix every line they print: "(VllmWorker TP0 pid=123) "
 _PROCESS_PREFIX = re.compile(r"^\((?:[\w.-]+ )*[\w.-]+ pid=\d+\) ?")
 

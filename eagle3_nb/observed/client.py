@@ -1,25 +1,30 @@
 """Measure a running engine server: send prompts, read back its speculative figures.
 
 This is how a target too big for one machine is measured: the serving engine is the distributed
-runtime, the kit only reads it. Standard library only (``urllib``); every request has a timeout
-and a bounded number of retries; the base URL is always given by the caller (no default host).
+runtime, the kit only reads it. Standard library only (``urllib``); every request has an overall
+deadline (its answer included), a size cap and a bounded number of retries, follows no redirect
+off its own server, and the base URL is always given by the caller (no default host).
 Which endpoints are asked, and how the answers are read, is the engine's own
 (`eagle3_nb/engines/<engine>/observe.py`, the Engine record's `observe`).
 
-Connection refused, timeouts, HTTP errors and non-JSON answers raise :class:`ServingError`, an
-:class:`~eagle3_nb.errors.Eagle3NbError`, naming the URL.
+Connection refused, timeouts, HTTP errors, oversized answers, redirects elsewhere and non-JSON
+answers raise :class:`ServingError`, an :class:`~eagle3_nb.errors.Eagle3NbError`, naming the URL
+(never a password it carried).
 """
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
+import math
 import socket
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -32,20 +37,52 @@ __all__ = ["ServingError", "HttpClient", "measure_server", "read_prompt_file"]
 
 _RETRY_STATUS = (502, 503, 504)
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+MAX_RESPONSE_BYTES = 32 << 20   # a /metrics page or a server-info answer is well under a MiB
+MAX_TIMEOUT_S = 24 * 3600.0
+_ERROR_EXCERPT_BYTES = 4096     # what an HTTP error's body may add to its message
+_CHUNK = 64 << 10
 
 
-def _check_base_url(base_url: str) -> str:
+@dataclass(frozen=True)
+class ServerUrl:
+    """The base URL with any user:password taken out: sent as Basic auth, never shown."""
+    url: str
+    user: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+
+    def redact(self, text: str) -> str:
+        if self.password:
+            for secret in (f"{self.user}:{self.password}", self.password,
+                           urllib.parse.quote(self.password, safe="")):
+                text = text.replace(secret, "***")
+        return text
+
+
+def _check_base_url(base_url: str) -> ServerUrl:
     if not isinstance(base_url, str) or not base_url.strip():
         ports = " or ".join(f"http://HOST:{e.observe.PORT} for {e.title}"
                             for e in engines().values() if e.observe)
         raise ServingError("no server URL given", None,
                            f"pass the server's base URL, e.g. {ports}")
-    url = base_url.strip().rstrip("/")
-    parts = urllib.parse.urlsplit(url)
+    parts = urllib.parse.urlsplit(base_url.strip().rstrip("/"))
+    shown = _without_userinfo(parts)
+    try:
+        parts.port
+    except ValueError:
+        raise ServingError("the port is not a number", shown, "e.g. http://10.0.0.5:30000") \
+            from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ServingError(f"server URL {base_url!r} is not http(s)://HOST[:PORT]", None,
+        shown = shown if parts.scheme in ("http", "https") else repr(shown)
+        raise ServingError(f"server URL {shown} is not http(s)://HOST[:PORT]", None,
                            "give the scheme, host and port, e.g. http://10.0.0.5:30000")
-    return url
+    user = urllib.parse.unquote(parts.username) if parts.username is not None else None
+    password = urllib.parse.unquote(parts.password) if parts.password is not None else None
+    return ServerUrl(shown, user, password)
+
+
+def _without_userinfo(parts: urllib.parse.SplitResult) -> str:
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
 @dataclass
@@ -66,25 +103,146 @@ class HttpResponse:
         return self.body.decode("utf-8", errors="replace")
 
 
-class HttpClient:
-    """A tiny JSON-over-HTTP client with timeouts and bounded retries.
+class _Deadline:
+    """One request's overall time limit: when it passes, the request's sockets are shut down,
+    so a server that drips its answer cannot hold the client past it (a socket timeout alone
+    bounds each read, not their sum)."""
 
-    Retries (``retries`` extra attempts, exponential ``backoff`` seconds) happen on connection
-    errors, timeouts and HTTP 502/503/504; other HTTP errors fail at once. Loopback hosts are
-    reached directly; other hosts follow the environment's proxy settings (urllib's default).
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> "_Deadline":
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._timer.cancel()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:  # the plain socket's shutdown, also under TLS: the reader then sees an end of stream
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _Guard:
+    """The deadline of the request in flight, for the connections the handlers open."""
+    current: _Deadline | None = None
+
+    def watch(self, sock: socket.socket) -> None:
+        if self.current is not None:
+            self.current.watch(sock)
+
+
+def _watched(base: type, guard: _Guard) -> type:
+    """BASE whose sockets the guard's deadline can shut: the plain one from its creation (a
+    proxy tunnel is set up on it), the one it reads from (TLS wraps it) once connected."""
+    class Watched(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            create = self._create_connection
+
+            def watched_create(*a: Any, **k: Any) -> socket.socket:
+                sock = create(*a, **k)
+                guard.watch(sock)
+                return sock
+            self._create_connection = watched_create
+
+        def connect(self) -> None:
+            super().connect()
+            guard.watch(self.sock)
+    return Watched
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, guard: _Guard):
+        super().__init__()
+        self.connection = _watched(http.client.HTTPConnection, guard)
+
+    def http_open(self, req):
+        return self.do_open(self.connection, req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, guard: _Guard):
+        super().__init__()
+        self.connection = _watched(http.client.HTTPSConnection, guard)
+
+    def https_open(self, req):
+        return self.do_open(self.connection, req, context=self._context)
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is followed only to the same scheme, host and port; any other is refused
+    (the Authorization header would follow it, and the figures would be another server's)."""
+
+    def __init__(self, server: ServerUrl):
+        super().__init__()
+        self.server = server
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        old, new = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(newurl)
+        same = (new.scheme, new.hostname, new.port) == (old.scheme, old.hostname, old.port)
+        if not same or new.username is not None or new.password is not None:
+            fp.close()
+            shown = self.server.redact(_without_userinfo(new))[:200]
+            raise ServingError(f"the server redirects (HTTP {code}) to {shown}: a redirect to "
+                               "another host or scheme is not followed",
+                               self.server.redact(req.full_url),
+                               "give the URL the engine itself listens on")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+class HttpClient:
+    """A tiny JSON-over-HTTP client with an overall deadline per request, a cap on the answer's
+    size, and bounded retries.
+
+    Each attempt must be answered in full within ``timeout`` seconds (not only each read) and
+    with at most ``max_bytes`` bytes; redirects are followed only to the same scheme, host and
+    port. Retries (``retries`` extra attempts, exponential ``backoff`` seconds) happen on
+    connection errors, timeouts and HTTP 502/503/504; other HTTP errors, and an answer still
+    arriving at the deadline, fail at once. A ``user:password@`` in the URL is sent as Basic
+    auth and never shown. Loopback hosts are reached directly; other hosts follow the
+    environment's proxy settings (urllib's default).
     """
 
     def __init__(self, base_url: str, *, timeout: float = 120.0, retries: int = 2,
-                 backoff: float = 0.5, headers: dict[str, str] | None = None):
-        self.base_url = _check_base_url(base_url)
-        if timeout <= 0:
-            raise ServingError(f"timeout must be positive, got {timeout}")
-        self.timeout = float(timeout)
+                 backoff: float = 0.5, headers: dict[str, str] | None = None,
+                 max_bytes: int = MAX_RESPONSE_BYTES):
+        self.server = _check_base_url(base_url)
+        self.base_url = self.server.url
+        self.timeout = _seconds(timeout)
         self.retries = max(0, int(retries))
         self.backoff = max(0.0, float(backoff))
+        self.max_bytes = int(max_bytes)
         self.headers = dict(headers or {})
+        if self.server.user is not None and "Authorization" not in self.headers:
+            pair = f"{self.server.user}:{self.server.password or ''}".encode("utf-8")
+            self.headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        self._guard = _Guard()
         host = urllib.parse.urlsplit(self.base_url).hostname
-        handlers = [urllib.request.ProxyHandler({})] if host in _LOOPBACK else []
+        handlers = [_HTTPHandler(self._guard), _HTTPSHandler(self._guard),
+                    _SameOriginRedirects(self.server)]
+        if host in _LOOPBACK:
+            handlers.append(urllib.request.ProxyHandler({}))
         self._opener = urllib.request.build_opener(*handlers)
 
     def url(self, path: str) -> str:
@@ -104,45 +262,112 @@ class HttpClient:
                 time.sleep(self.backoff * (2 ** (attempt - 1)))
             req = urllib.request.Request(url, data=data, headers=headers, method=method)
             try:
-                with self._opener.open(req, timeout=self.timeout) as resp:
-                    return HttpResponse(resp.status, resp.read(), url)
-            except urllib.error.HTTPError as e:
-                body = b""
-                try:
-                    body = e.read()
-                except Exception:  # noqa: BLE001 - the status is what matters
-                    pass
-                if e.code == 404 and ok_404:
-                    return HttpResponse(404, body, url)
-                excerpt = body[:300].decode("utf-8", errors="replace").strip()
-                last = f"HTTP {e.code} {e.reason}" + (f": {excerpt}" if excerpt else "")
-                if e.code in _RETRY_STATUS and attempt < self.retries:
-                    continue
-                raise ServingError(f"{method} answered {last}", url, _http_hint(e.code)) from None
-            except urllib.error.URLError as e:
-                reason = e.reason
-                if isinstance(reason, ConnectionRefusedError):
-                    last = "connection refused"
-                elif isinstance(reason, (socket.timeout, TimeoutError)):
-                    last = f"timed out after {self.timeout:g} s"
-                elif isinstance(reason, socket.gaierror):
-                    raise ServingError(f"cannot resolve the host ({reason})", url,
-                                       "check the server URL") from None
-                else:
-                    last = f"cannot connect ({reason})"
-            except (socket.timeout, TimeoutError):
-                last = f"timed out after {self.timeout:g} s"
-            except (ConnectionError, http.client.HTTPException, OSError) as e:
-                last = f"connection failed ({type(e).__name__}: {e})"
+                with _Deadline(self.timeout) as deadline:
+                    self._guard.current = deadline
+                    try:
+                        return self._attempt(req, url, method, ok_404, deadline)
+                    finally:
+                        self._guard.current = None
+            except _Retry as e:
+                last = self.server.redact(str(e))
         tries = self.retries + 1
         raise ServingError(f"{method} failed after {tries} attempt(s): {last}", url,
                            "is the server running and listening on that host and port?")
+
+    def _attempt(self, req: urllib.request.Request, url: str, method: str, ok_404: bool,
+                 deadline: _Deadline) -> HttpResponse:
+        """One attempt: the answer, a ServingError (final), or _Retry (worth another)."""
+        received = [-1]    # body bytes; -1 until the status line and headers are in
+        try:
+            try:
+                with self._opener.open(req, timeout=self.timeout) as resp:
+                    received[0] = 0
+                    body = _read_capped(resp, self.max_bytes, url, received)
+                    status = resp.status
+            finally:
+                if deadline.expired:
+                    raise _Overdue()
+            return HttpResponse(status, body, url)
+        except _Overdue:
+            if received[0] < 0:  # not even the headers: the same as a read timing out
+                raise _Retry(f"timed out after {self.timeout:g} s") from None
+            raise ServingError(f"{method} got no complete answer within {self.timeout:g} s "
+                               f"({received[0]} bytes of it had arrived): the server is too "
+                               "slow or never finishes its answer", url,
+                               "raise --timeout if the server is only slow") from None
+        except urllib.error.HTTPError as e:
+            if e.code == 404 and ok_404:
+                return HttpResponse(404, _excerpt(e), url)
+            excerpt = _excerpt(e)[:300].decode("utf-8", errors="replace").strip()
+            text = f"HTTP {e.code} {e.reason}" + (f": {excerpt}" if excerpt else "")
+            if e.code in _RETRY_STATUS:
+                raise _Retry(text) from None
+            raise ServingError(f"{method} answered {self.server.redact(text)}", url,
+                               _http_hint(e.code)) from None
+        except urllib.error.URLError as e:
+            reason = e.reason
+            if isinstance(reason, ConnectionRefusedError):
+                raise _Retry("connection refused") from None
+            if isinstance(reason, (socket.timeout, TimeoutError)):
+                raise _Retry(f"timed out after {self.timeout:g} s") from None
+            if isinstance(reason, socket.gaierror):
+                raise ServingError(f"cannot resolve the host ({self.server.redact(str(reason))})",
+                                   url, "check the server URL") from None
+            raise _Retry(f"cannot connect ({reason})") from None
+        except (socket.timeout, TimeoutError):
+            raise _Retry(f"timed out after {self.timeout:g} s") from None
+        except (ConnectionError, http.client.HTTPException, OSError) as e:
+            raise _Retry(f"connection failed ({type(e).__name__}: {e})") from None
 
     def get_json(self, path: str) -> Any:
         return self.request("GET", path).json()
 
     def post_json(self, path: str, payload: Any) -> Any:
         return self.request("POST", path, payload).json()
+
+
+class _Retry(Exception):
+    """An attempt that failed in a way another attempt may not (its text says how)."""
+
+
+class _Overdue(Exception):
+    """The request's deadline passed while it was in flight."""
+
+
+def _seconds(timeout: Any) -> float:
+    ok = isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and \
+        math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT_S
+    if not ok:
+        raise ServingError(f"timeout must be a number of seconds above 0 and at most "
+                           f"{MAX_TIMEOUT_S:g}, got {timeout!r}", "--timeout")
+    return float(timeout)
+
+
+def _read_capped(resp: Any, cap: int, url: str, received: list[int]) -> bytes:
+    """The body, refused past CAP bytes (from Content-Length when it says so, else as it
+    streams in)."""
+    declared = resp.headers.get("Content-Length", "")
+    if declared.strip().isdigit() and int(declared) > cap:
+        raise ServingError(f"the answer declares {int(declared)} bytes, over the limit of {cap}",
+                           url, "is this the engine's own endpoint?")
+    read = getattr(resp, "read1", resp.read)
+    chunks: list[bytes] = []
+    while True:
+        chunk = read(_CHUNK)
+        if not chunk:
+            return b"".join(chunks)
+        received[0] += len(chunk)
+        if received[0] > cap:
+            raise ServingError(f"the answer goes on past the limit of {cap} bytes", url,
+                               "is this the engine's own endpoint?")
+        chunks.append(chunk)
+
+
+def _excerpt(error: urllib.error.HTTPError) -> bytes:
+    try:
+        return error.read(_ERROR_EXCERPT_BYTES) or b""
+    except Exception:  # noqa: BLE001 - the status is what matters
+        return b""
 
 
 def _http_hint(code: int) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_nb.findings import Finding
+from eagle3_nb.probe.budget import check_build_size, raise_if_out_of_memory
 from eagle3_nb.probe.compare import Difference, compare, findings
 from eagle3_nb.probe.record import Observation, observe_load
 
@@ -124,6 +125,17 @@ def refuse_checkpoint_code(folder: Path) -> None:
 
 def probe_checkpoint(path: str | Path, engine: str,
                      target_config: str | Path | None = None) -> ProbeResult:
+    """Run ENGINE's own draft class and load_weights on the checkpoint at PATH and compare
+    what it did with the profile; the adapter's temporary directories go when it ends."""
+    from eagle3_nb.engines.probing import remove_scratch
+
+    try:
+        return _probe(path, engine, target_config)
+    finally:
+        remove_scratch()
+
+
+def _probe(path: str | Path, engine: str, target_config: str | Path | None) -> ProbeResult:
     import importlib
 
     from eagle3_nb.engines import engine as registered, resolve_engine, stubs
@@ -139,6 +151,7 @@ def probe_checkpoint(path: str | Path, engine: str,
     version = engine_version(engine)
     ckpt = Checkpoint.open(path)
     refuse_checkpoint_code(ckpt.path)
+    check_build_size(ckpt)        # before the weights are read and the engine allocates
     cfg = ckpt.config
     target = load_target_info(target_config) if target_config else None
     profile = resolve_engine(f"{engine}=={version}")
@@ -151,6 +164,7 @@ def probe_checkpoint(path: str | Path, engine: str,
     try:
         built = importlib.import_module(adapter).build(ckpt.path, target_path, profile.d2t_param)
     except BuildError as exc:  # the engine refused this draft at startup
+        raise_if_out_of_memory(exc, "while the engine built the draft")
         obs = Observation([], [], {}, build_error=str(exc)[:500])
         diffs = compare(plan, obs)
         return ProbeResult(engine, version, profile.key, not profile.based_on, "", obs, diffs,

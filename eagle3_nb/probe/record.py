@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from eagle3_nb.probe.budget import raise_if_out_of_memory
+
 
 @dataclass
 class ObservedKey:
@@ -121,7 +123,8 @@ def _run_twice(tracked, call) -> tuple[dict[str, float], str, Any]:
         _fill(tracked, second)
         try:
             result = call()
-        except Exception as exc:  # the engine's own error: recorded, never re-raised
+        except Exception as exc:  # the engine's own error, recorded (running out of memory is not)
+            raise_if_out_of_memory(exc, "while the engine loaded the weights")
             error = _error_text(exc)
         for name, t in tracked.items():
             still = _still(t, second)

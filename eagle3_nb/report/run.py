@@ -10,7 +10,7 @@ and the engine flags to check by hand.
 
 Layout of the output directory:
 
-    index.html  summary.json  .eagle3-nb-report
+    index.html  summary.json  .eagle3-nb-report  (summary.md with --markdown)
     00_triage/00_triage.ipynb  00_triage/00_triage.html  00_triage/summary.json
     01_checkpoint_keys/...     (one folder per notebook, skipped ones absent)
 """
@@ -34,7 +34,8 @@ from typing import Any, Callable
 
 from eagle3_nb.errors import Eagle3NbError, OutputExistsError
 from eagle3_nb.engines import engines, resolve_engines
-from eagle3_nb.engines.advice import next_step
+from eagle3_nb.checks.target_match import preflight
+from eagle3_nb.engines.advice import next_step, with_advice
 from eagle3_nb.findings import CODES, SEVERITY_ORDER, SUMMARY_VERSION
 from eagle3_nb.config import draft_marker, token_id_list
 from eagle3_nb.io.checkpoint import (PARTIAL_HASH_BYTES, Checkpoint, iter_jsonl, load_target_info,
@@ -44,11 +45,14 @@ from eagle3_nb.vocab import load_tokenizer, read_corpus
 from eagle3_nb.io.files import (OWNER_NAME, atomic_write_text, json_text, cleanup_on_signals, directory_lock,
                                 remove_stale_staging, staging_dir, swap_in)
 from eagle3_nb.io.resources import notebooks_dir, samples_dir
-from eagle3_nb.report.notebooks import (SUMMARY_NAME, ReportError, notebook_parameters,
-                                        render_html, run_notebook)
+from eagle3_nb.report.notebooks import (PATH_PARAMETERS, SUMMARY_NAME, ReportError,
+                                        notebook_parameters, render_html, run_notebook)
+from eagle3_nb.report.markdown import summary_markdown
+from eagle3_nb.report.redact import PathRedactor, report_redactor
 from eagle3_nb.viz.triage import index_html
 
 MARKER = ".eagle3-nb-report"
+MARKDOWN_NAME = "summary.md"
 FAIL_ON = ("error", "warning", "never")
 PACKAGES = ("eagle3_nb", "torch", "transformers", "safetensors", "numpy", "papermill",
             "nbconvert", "plotly")
@@ -93,6 +97,8 @@ class ReportOptions:
     overwrite: bool = False
     command: list[str] = field(default_factory=list)
     notebooks: list[Path] | None = None   # default: notebooks/[0-9][0-9]_*.ipynb
+    redact_paths: bool = False            # every path written relative / as a placeholder
+    markdown: bool = False                # also summary.md, the front page for an issue
 
 
 @dataclass
@@ -150,10 +156,12 @@ def run_report(opts: ReportOptions, progress: Callable[[str], None] | None = Non
         check_out(opts.out, opts.overwrite)  # again: the lock now keeps it as checked
         build = staging_dir(opts.out, "eagle3-nb report")
         try:
-            summary = _build_report(opts, steps, hashes, started, build, say, kernel_name)
+            redact = report_redactor(opts, build) if opts.redact_paths else None
+            summary = _build_report(opts, steps, hashes, started, build, say, kernel_name,
+                                    redact)
             summary["unused_options"] = unused
             summary["observed_note"] = observed
-            _write_report_files(build, summary)
+            _write_report_files(build, summary, redact, opts.markdown)
             old = swap_in(build, opts.out)
         except BaseException:
             shutil.rmtree(build, ignore_errors=True)
@@ -168,19 +176,25 @@ def run_report(opts: ReportOptions, progress: Callable[[str], None] | None = Non
 
 def _build_report(opts: ReportOptions, steps: list[Step], hashes: dict[str, Any],
                   started: datetime, build: Path, say: Callable[[str], None],
-                  kernel_name: str | None) -> dict[str, Any]:
+                  kernel_name: str | None, redact: PathRedactor | None = None) -> dict[str, Any]:
     for i, step in enumerate(steps, 1):
         say(f"[{i}/{len(steps)}] {step.name} ... "
-            + run_step(step, build, kernel_name, published=opts.out))
+            + run_step(step, build, kernel_name, published=opts.out, redact=redact))
     return build_summary(opts, steps, hashes, started, build)
 
 
-def _write_report_files(build: Path, summary: dict[str, Any]) -> None:
-    """summary.json, index.html and, last, the marker that lists every file of the report (what
-    a later --overwrite may remove, and nothing else)."""
+def _write_report_files(build: Path, summary: dict[str, Any], redact: PathRedactor | None = None,
+                        markdown: bool = False) -> None:
+    """summary.json, index.html (summary.md with MARKDOWN; every path redacted with REDACT)
+    and, last, the marker that lists every file of the report (what a later --overwrite may
+    remove, and nothing else)."""
+    if redact is not None:
+        summary = {**redact.data(summary), "redacted_paths": redact.describe()}
     atomic_write_text(build / SUMMARY_NAME, json_text(summary) + "\n")
     groups = group_findings(summary["findings"], summary["checkpoint"])
     atomic_write_text(build / "index.html", index_html(summary, groups))
+    if markdown:
+        atomic_write_text(build / MARKDOWN_NAME, summary_markdown(summary, groups))
     files = sorted(p.relative_to(build).as_posix() for p in build.rglob("*")
                    if p.is_file() and p.name != OWNER_NAME)
     atomic_write_text(build / MARKER, json.dumps({"written_by": "eagle3-nb report",
@@ -206,10 +220,11 @@ def _clear_previous(old: Path) -> list[str]:
 
 
 def run_step(step: Step, out: Path, kernel_name: str | None = None,
-             published: Path | None = None) -> str:
+             published: Path | None = None, redact: PathRedactor | None = None) -> str:
     """Execute and render one notebook; never raises for a notebook that fails. Returns the
     progress word. `published`: where `out` will be renamed to; the executed notebook then
-    names that folder, not the staging one it ran in."""
+    names that folder, not the staging one it ran in. `redact`: rewrites every path in the
+    notebook's files before its page is rendered (--redact-paths)."""
     if step.status == "skipped":
         return f"skipped ({step.reason})"
     folder = out / step.name
@@ -224,6 +239,11 @@ def run_step(step: Step, out: Path, kernel_name: str | None = None,
     executed = folder / step.notebook.name
     if executed.is_file() and published is not None:
         _name_published_folder(executed, out, published)
+    if redact is not None and folder.is_dir():
+        try:
+            redact.tree(folder)
+        except OSError as exc:
+            raise _cannot_write(exc, folder) from None
     if executed.is_file():  # papermill leaves the partly executed copy of a failed run
         try:
             render_html(executed, folder / f"{step.name}.html")
@@ -325,7 +345,10 @@ def resolve_options(opts: ReportOptions) -> ReportOptions:
         if value is not None and value < 1:
             raise Eagle3NbError(f"{flag} {value}", flag, "a count >= 1")
     resolve_engines(o.engines or None)  # EngineSpecError names the known profiles
+    o.extra = _path_parameters(o.extra)
     _keep_apart(o)
+    if o.target is not None or o.hidden_states is not None:  # notebooks 03 and 04 run the draft
+        preflight(ckpt, o.target_config)
     _read_inputs(o, ckpt)
     o.notebooks = [Path(p).resolve() for p in (o.notebooks or discover_notebooks())]
     if not o.notebooks:
@@ -349,13 +372,30 @@ def _output_path(out: Path) -> Path:
     return resolved
 
 
+def _path_parameters(extra: dict[str, str]) -> dict[str, str]:
+    """-p NAME PATH for the notebooks' path parameters the report does not set itself (e.g.
+    compare_to, a known-good draft): it must exist, and goes on made absolute."""
+    out = dict(extra)
+    for name in PATH_PARAMETERS:
+        if name in OWN_OPTIONS or not out.get(name):
+            continue
+        out[name] = str(_existing(Path(out[name]), f"-p {name}", "an existing path"))
+    return out
+
+
 def _keep_apart(o: ReportOptions) -> None:
-    """The report never lands inside an input directory, and never replaces a directory that
-    holds an input (an --overwrite would move it away)."""
+    """The report never lands inside an input directory (nor replaces one, nor a directory
+    that holds an input: an --overwrite would move it away)."""
+    from eagle3_nb.engines.launch import names_a_file
+
     inputs = {"the checkpoint": o.checkpoint, "--target": o.target,
               "--hidden-states": o.hidden_states, "--target-config": o.target_config,
               "--tokenizer": o.tokenizer, "--corpus": o.corpus, "--prompts": o.prompts,
-              "--observed": Path(o.observed) if o.observed and Path(o.observed).exists() else None}
+              "--observed": Path(o.observed) if o.observed and Path(o.observed).exists() else None,
+              "--launch": Path(o.launch) if o.launch and names_a_file(o.launch) else None,
+              "--log": o.log,
+              **{f"-p {name}": Path(o.extra[name]) for name in PATH_PARAMETERS
+                 if name not in OWN_OPTIONS and o.extra.get(name)}}
     for what, path in inputs.items():
         if path is None:
             continue
@@ -660,9 +700,12 @@ def input_hashes(opts: ReportOptions, steps: list[Step]) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- merging
 
-def merge_findings(steps: list[Step], checkpoint: str | None = None) -> list[dict[str, Any]]:
+def merge_findings(steps: list[Step], checkpoint: str | None = None,
+                   inputs: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Every notebook's findings, one entry per (code, severity, engine, message) with the
-    notebooks that found it; errors first, then warnings, then info, stable otherwise."""
+    notebooks that found it, its next step and command (as every command's findings carry
+    them: engines.advice.with_advice, INPUTS filling the command); errors first, then
+    warnings, then info, stable otherwise."""
     merged: dict[tuple, dict[str, Any]] = {}
     for step in steps:
         for f in (step.summary or {}).get("findings") or []:
@@ -674,7 +717,16 @@ def merge_findings(steps: list[Step], checkpoint: str | None = None) -> list[dic
                 "notebooks": []})
             if step.name not in entry["notebooks"]:
                 entry["notebooks"].append(step.name)
-    return sorted(merged.values(), key=lambda f: SEVERITY_ORDER.get(f["severity"], 3))
+    findings = with_advice({"findings": list(merged.values())}, inputs, checkpoint)["findings"]
+    return sorted(findings, key=lambda f: SEVERITY_ORDER.get(f["severity"], 3))
+
+
+def advice_inputs(opts: ReportOptions) -> dict[str, str]:
+    """The report's inputs a finding's command may name (findings.next_command)."""
+    given = {"TARGET_DIR": opts.target, "TARGET_CONFIG": opts.target_config, "LOG": opts.log,
+             "TOKENIZER": opts.tokenizer, "DUMPS_DIR": opts.hidden_states,
+             "OBSERVED": opts.observed}
+    return {k: str(v) for k, v in given.items() if v is not None and v != ""}
 
 
 def group_findings(findings: list[dict[str, Any]], checkpoint: str | None = None
@@ -779,7 +831,7 @@ def exit_code(verdict: dict[str, Any], fail_on: str) -> int:
 def build_summary(opts: ReportOptions, steps: list[Step], hashes: dict[str, Any],
                   started: datetime, built_in: Path | None = None) -> dict[str, Any]:
     """built_in: where the notebooks' files are now (the staging dir, until it is swapped in)."""
-    findings = merge_findings(steps, str(opts.checkpoint))
+    findings = merge_findings(steps, str(opts.checkpoint), advice_inputs(opts))
     figures = key_figures(steps)
     verdict = overall_verdict(findings, steps, figures)
     return {"summary_version": SUMMARY_VERSION, "kind": "eagle3-nb report",

@@ -53,13 +53,11 @@ def log_text(data: dict[str, Any], width: int = 110) -> str:
         lines.append(f"  acceptance: accept length {acc.get('mean_accept_length')} "
                      f"({acc.get('source')})")
     lines += [""] + _findings({"findings": data["findings"], "engines": []}, width, True)
-    for f in data["findings"]:
-        step = f["evidence"].get("next_step")
+    for f in data["findings"]:  # the next step is under the finding (advice_lines)
         frames = f["evidence"].get("frames")
-        if step or frames:
-            lines.append(f"  {f['code']} line {f['evidence'].get('line')}:"
-                         + (f" frames {' <- '.join(reversed(frames))};" if frames else "")
-                         + (f" next: {step}" if step else ""))
+        if frames:
+            lines.append(f"  {f['code']} line {f['evidence'].get('line')}: frames "
+                         f"{' <- '.join(reversed(frames))}")
     for e in data.get("evidence") or []:
         lines.append(f"  line {e['line']}: {e['meaning']}")
     if data.get("ab_plan"):
@@ -124,13 +122,32 @@ def _findings(data: dict[str, Any], width: int, show_info: bool) -> list[str]:
     counts = {s: sum(f["severity"] == s for f in data["findings"]) for s in SEVERITY_TEXT}
     out = [f"FINDINGS: {counts['error']} error(s), {counts['warning']} warning(s), "
            f"{counts['info']} info (identical findings of several engines shown once)"]
-    for (code, severity, message), engines in group_findings(data["findings"]).items():
+    members: dict[tuple, list] = {}
+    for f in data["findings"]:
+        members.setdefault((f["code"], f["severity"], f["message"]), []).append(f)
+    for key, engines in group_findings(data["findings"]).items():
+        code, severity, message = key
         if severity == "info" and not show_info:
             continue
         who = "all" if engines == [None] else _engine_list(engines, len(data["engines"]))
         out.extend(textwrap.wrap(f"{SEVERITY_TEXT[severity]:5} {code:<20} {who}: {message}",
                                  width, initial_indent="  ", subsequent_indent=" " * 29))
+        out.extend(advice_lines(members[key], width, 29))
     return out
+
+
+def advice_lines(findings: dict[str, Any] | list[dict[str, Any]], width: int = 110,
+                 indent: int = 8) -> list[str]:
+    """The next step and the command that takes it (engines.advice.with_advice put them in
+    each finding) under a finding, or under a group of identical ones of several engines: the
+    last one's step (the newest release's), every distinct command; nothing when they carry
+    neither."""
+    group = findings if isinstance(findings, list) else [findings]
+    pad, step = " " * indent, group[-1].get("next_step")
+    out = textwrap.wrap(f"next: {step}", width, initial_indent=pad,
+                        subsequent_indent=pad + "      ") if step else []
+    commands = dict.fromkeys(f["command"] for f in group if f.get("command"))
+    return out + [f"{pad}  $ {c}" for c in commands]  # never wrapped: copied as they stand
 
 
 def group_findings(findings: list[dict[str, Any]]) -> dict[tuple[str, str, str], list]:
@@ -165,6 +182,7 @@ def vocab_text(data: dict[str, Any]) -> str:
     for f in data["findings"]:
         lines.extend(textwrap.wrap(f"{SEVERITY_TEXT[f['severity']]:5} {f['code']}: {f['message']}",
                                    110, initial_indent="  ", subsequent_indent="        "))
+        lines.extend(advice_lines(f))
     return printable("\n".join(lines))
 
 
@@ -173,6 +191,7 @@ def diff_text(data: dict[str, Any]) -> str:
     lines = [f"good:  {data['good']}", f"other: {data['other']}", ""]
     for f in data["findings"]:
         lines.append(f"  {SEVERITY_TEXT[f['severity']]} {f['code']}: {f['message']}")
+        lines.extend(advice_lines(f))
     if not data["findings"]:
         lines.append("  no difference that changes what an engine builds or serves")
     lines += ["", "VERDICTS"] + [f"  {v['profile']:<20} {v['good']:<16} -> {v['other']}"

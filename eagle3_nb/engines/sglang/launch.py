@@ -22,10 +22,15 @@ def parse(words: list[str]) -> LaunchSettings:
     return LaunchSettings(
         "sglang", f.get("--model-path") or f.get("--model"),
         f.get("--speculative-draft-model-path") or f.get("--speculative-draft-model"),
-        f.get("--speculative-algorithm"), as_int(f.get("--speculative-num-steps")),
-        as_int(f.get("--speculative-eagle-topk")), as_int(f.get("--speculative-num-draft-tokens")),
-        as_int(f.get("--tp-size") or f.get("--tp")), not f.get("--disable-cuda-graph"),
+        f.get("--speculative-algorithm"), _count(f, "--speculative-num-steps"),
+        _count(f, "--speculative-eagle-topk"), _count(f, "--speculative-num-draft-tokens"),
+        _count(f, "--tp-size", "--tp"), not f.get("--disable-cuda-graph"),
         f.get("--attention-backend"), f.get("--speculative-draft-attention-backend"), f)
+
+
+def _count(flags: dict, name: str, alias: str = "") -> int | None:
+    given = name if name in flags else alias if alias in flags else None
+    return as_int(flags[given], given) if given else None
 
 
 def checks(launch: LaunchSettings, cfg, p, ev: dict) -> list[tuple]:

@@ -6,11 +6,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-import tempfile
 from pathlib import Path
 
 from eagle3_nb.engines.probing import (BuildError, Built, draft_class, engine_version,
-                                       import_module, line, prepare_process, setup)
+                                       import_module, line, prepare_process, scratch_dir, setup)
 from eagle3_nb.engines.profile import release_key
 
 _SGLANG_READY = False
@@ -21,7 +20,7 @@ def _placeholder_model() -> str:
     (that is the probe's question, asked later), so the server args get a plain Llama one."""
     import json
 
-    tmp = Path(tempfile.mkdtemp(prefix="eagle3nb-serverargs-"))
+    tmp = scratch_dir("serverargs")
     (tmp / "config.json").write_text(json.dumps({
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
         "intermediate_size": 128, "num_attention_heads": 2, "num_key_value_heads": 2,

@@ -40,12 +40,23 @@ def parse(words: list[str]) -> LaunchSettings:
         not words[serve + 1].startswith("-") else f.get("--model")
     launch = LaunchSettings(
         "vllm", model, spec.get("model") or f.get("--speculative-model"), spec.get("method"),
-        as_int(spec.get("num_speculative_tokens") or f.get("--num-speculative-tokens")), None,
-        None, as_int(f.get("--tensor-parallel-size") or f.get("-tp")),
+        _spec_count(spec, f), None,
+        None, _tensor_parallel(f),
         not f.get("--enforce-eager"), f.get("--attention-backend"), None, f)
     if not launch.draft and model:
         _speculators_served(launch, model)
     return launch
+
+
+def _spec_count(spec: dict[str, Any], flags: dict[str, Any]) -> int | None:
+    if spec.get("num_speculative_tokens") is not None:
+        return as_int(spec["num_speculative_tokens"], "--speculative-config num_speculative_tokens")
+    return as_int(flags.get("--num-speculative-tokens"), "--num-speculative-tokens")
+
+
+def _tensor_parallel(flags: dict[str, Any]) -> int | None:
+    name = "--tensor-parallel-size" if "--tensor-parallel-size" in flags else "-tp"
+    return as_int(flags.get(name), name)
 
 
 # vllm/transformers_utils/config.py maybe_override_with_speculators [0.10.1 on; read in 0.33.0

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from eagle3_nb.engines.registry import Reader
-from eagle3_nb.observation import (MetricsFormatError, ObservedMetrics, choose_model, count, finite,
-                                   normalize_samples)
+from eagle3_nb.observation import (MetricsFormatError, ObservedMetrics, check_positions,
+                                   choose_model, count, draft_position, finite, normalize_samples)
 
 RATE_VLLM = "vllm: accepted draft tokens / drafted tokens, bonus excluded"
 
@@ -89,6 +89,7 @@ def parse_vllm_log(text: str) -> list[VLLMSpecLine]:
             items = [s for s in (x.strip() for x in pp.group(1).split(",")) if s]
             if not items:
                 raise MetricsFormatError("empty Per-position acceptance rate list", where)
+            check_positions(len(items), "Per-position acceptance rate list", where)
             rec.per_position = [finite(s, f"per-position acceptance rate {i}", where)
                                 for i, s in enumerate(items)]
         if rec.accepted > rec.drafted:
@@ -287,7 +288,7 @@ def vllm_spec_counters(samples: Any, model_name: str | None = None) -> VLLMSpecC
                 continue
             if "position" not in s.labels:
                 raise MetricsFormatError(f"{s.name} sample without a position label", where)
-            pos = count(s.labels["position"], "position label", where)
+            pos = draft_position(s.labels["position"], "position label", where)
             v = finite(s.value, f"{s.name}{{position={pos}}}", where)
             by_pos[pos] = by_pos.get(pos, 0.0) + v
         n = max(by_pos) + 1

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import importlib
 import os
-import tempfile
 from pathlib import Path
 
 from eagle3_nb.engines import stubs
 from eagle3_nb.engines.probing import (BuildError, Built, EngineNotInstalled, engine_version,
-                                       import_module, line, prepare_process, setup)
+                                       import_module, line, prepare_process, scratch_dir, setup)
 from eagle3_nb.engines.profile import release_key
 
 # torch.ops namespace -> op names a layer's __init__ looks up (never calls) when the compiled
@@ -55,13 +54,15 @@ def _prepare() -> None:
         stubs.install_torch_ops(TORCH_OPS)  # SiluAndMul.__init__ binds torch.ops._C.silu_and_mul
     # vLLM inspects model classes in a child Python (registry._run_in_subprocess): give
     # that child the same stubs, through a sitecustomize the probe writes
-    hook = Path(tempfile.mkdtemp(prefix="eagle3nb-stubs-"))
+    hook = scratch_dir("stubs")
     (hook / "sitecustomize.py").write_text(
         "import eagle3_nb.engines.stubs as _s\n_s.install()\n"
         "import eagle3_nb.engines.vllm.probe as _a\n_a.cpu_platform_compat()\n")
     cpu_platform_compat()
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(hook), os.environ.get("PYTHONPATH", "")) if p)
+    # the hooks of earlier probes in this process went with them: off the path too
+    earlier = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+               if p and not ("eagle3nb-stubs-" in p and not os.path.isdir(p))]
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(hook), *earlier])
     prepare_process()
 
 
@@ -76,7 +77,7 @@ def _vllm_target_dir(target: Path | None, draft_cfg: dict) -> tuple[str, list[st
     layer = draft_cfg.get("transformer_layer_config") or {}
     vocab = draft_cfg.get("vocab_size") or layer.get("vocab_size") or 32000
     H = H or layer.get("hidden_size")
-    tmp = Path(tempfile.mkdtemp(prefix="eagle3nb-target-"))
+    tmp = scratch_dir("target")
     (tmp / "config.json").write_text(json.dumps({
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": H,
         "intermediate_size": 2 * H, "num_attention_heads": 2, "num_key_value_heads": 2,
