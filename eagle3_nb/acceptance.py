@@ -77,7 +77,7 @@ def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = DEFAUL
                 trace = greedy_trace(target, prompts, max_new_tokens + drafting.num_steps,
                                      [wiring], batch_size)
             runs = simulate_greedy(model, trace, drafting, wiring, max_new_tokens, eos,
-                                   _uses_tree(drafting, tree), bar.update)
+                                   _uses_tree(drafting, tree), batch_size, bar.update)
         return AcceptanceResult(wiring.name, drafting.num_steps, runs, drafting)
     batch_class = _TreeBatch if _uses_tree(drafting, tree) else _Batch
     generator = torch.Generator().manual_seed(seed)

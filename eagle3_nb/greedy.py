@@ -18,6 +18,7 @@ token (tests/test_greedy.py). Sampling (temperature > 0) keeps the step-by-step 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -87,17 +88,50 @@ def _generate(target, prompts, new_tokens: int, specs: dict[tuple, Wiring]):
 
 @dataclass
 class _Extend:
+    """The draft's extend over a batch of continuations, left padded to S columns, and what its
+    own steps start from. Rows are the positions a verify step can draft from: from each
+    prompt's last position on, the same `rows` last columns in every prompt (every prompt has
+    the same number of new tokens)."""
     cache: DraftCache
-    logits: torch.Tensor     # [J, Vd]
-    features: torch.Tensor   # [J, H]
+    valid: torch.Tensor       # [B, S] bool
+    logits: torch.Tensor      # [B, rows, Vd]
+    features: torch.Tensor    # [B, rows, H]
+    positions: torch.Tensor   # [B, rows]
+
+    @property
+    def rows(self) -> int:
+        return self.logits.shape[1]
 
 
-def _extend(model, tokens: list[int], feats: torch.Tensor, wiring: Wiring) -> _Extend:
+def _extend(model, tokens: list[list[int]], feats: list[torch.Tensor], rows: int,
+            wiring: Wiring) -> _Extend:
     dev = model.fc.weight.device
-    ids = torch.tensor(tokens[1:len(feats) + 1], device=dev)[None]
+    ids, valid = left_pad([torch.tensor(tok[1:len(f) + 1]) for tok, f in zip(tokens, feats)])
+    S = ids.shape[1]
+    padded = feats[0].new_zeros(len(feats), S, feats[0].shape[-1])
+    for b, f in enumerate(feats):
+        padded[b, S - len(f):] = f
+    positions = ((valid.cumsum(-1) - 1).clamp(min=0)).to(dev)
+    valid = valid.bool().to(dev)
     cache = DraftCache()
-    out = model.run(ids, feats[None].to(dev), cache=cache, wiring=wiring)
-    return _Extend(cache, out.logits[0], out.features[0])
+    out = model.run(ids.to(dev), padded.to(dev), positions, cache, wiring, valid=valid)
+    return _Extend(cache, valid, out.logits[:, S - rows:], out.features[:, S - rows:],
+                   positions[:, S - rows:])
+
+
+def _own_step(model, ext: _Extend, slots_cache: DraftCache, first: int, rows: int, slots: int,
+              step: int, ids: torch.Tensor, feature: torch.Tensor, wiring: Wiring):
+    """One own draft step from rows first..first+rows-1, `slots` beams each: ids [B, n] and
+    features [B, n, H], n = rows * slots, slot fastest. Each query sees the extend up to its
+    position, its own slot's entries of the earlier steps, and itself."""
+    dev, S = ids.device, ext.valid.shape[1]
+    cols = (S - ext.rows + first + torch.arange(rows, device=dev)).repeat_interleave(slots)
+    before = torch.arange(S, device=dev)[None, :] <= cols[:, None]                  # [n, S]
+    visible = (ext.valid[:, None, :] & before[None])[:, None]                      # [B, 1, n, S]
+    positions = ext.positions[:, first:first + rows].repeat_interleave(slots, 1) + step
+    out = model.run(ids, feature, positions, slots_cache, wiring, own_features=True,
+                    visible=visible)
+    return out.logits, out.features
 
 
 def _slots(ext: _Extend) -> DraftCache:
@@ -105,66 +139,25 @@ def _slots(ext: _Extend) -> DraftCache:
     return DraftCache([SlotKV(layer) for layer in ext.cache.layers])
 
 
-def _own_step(model, ext: _Extend, slots_cache: DraftCache, first: int, rows: int, slots: int,
-              step: int, ids: torch.Tensor, feature: torch.Tensor, wiring: Wiring):
-    """One own draft step for positions first..first+rows-1, `slots` beams each ([rows*slots]
-    ids and [rows*slots, H] features, slot fastest). Each query sees the extend up to its
-    position, its own slot's entries of the earlier steps, and itself."""
-    dev = ids.device
-    at = first + torch.arange(rows, device=dev).repeat_interleave(slots)        # [n]
-    visible = torch.arange(ext.logits.shape[0], device=dev)[None] <= at[:, None]
-    out = model.run(ids[None], feature[None], (at + step)[None], slots_cache, wiring,
-                    own_features=True, visible=visible)
-    return out.logits[0], out.features[0]
-
-
-def _chunks(total: int, slots: int):
-    rows = max(1, CHUNK_QUERIES // slots)
+def _chunks(batch: int, total: int, slots: int):
+    """Rows 0..total-1 in chunks of at most CHUNK_QUERIES queries per step: (first, rows)."""
+    rows = max(1, CHUNK_QUERIES // (batch * slots))
     for first in range(0, total, rows):
         yield first, min(rows, total - first)
 
 
 @dataclass
-class _ChainDrafts:
-    drafted: torch.Tensor      # [J, k] target ids
-    top_ids: torch.Tensor      # [J, k, c] the draft's best candidates (target ids)
-    top_probs: torch.Tensor    # [J, k, c]
-    bad: list[tuple | None]    # per position: (step, draft id, target id) of the first id
-                               # outside the vocabulary, or None
-
-
-def _chain_drafts(model, ext: _Extend, k: int, wiring: Wiring, n_top: int) -> _ChainDrafts:
-    J = ext.logits.shape[0]
-    parts = [_chain_chunk(model, ext, first, rows, k, wiring, n_top)
-             for first, rows in _chunks(J, 1)]
-    return _ChainDrafts(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]),
-                        torch.cat([p[2] for p in parts]), sum((p[3] for p in parts), []))
-
-
-def _chain_chunk(model, ext, first, rows, k, wiring, n_top):
-    logits = ext.logits[first:first + rows]
-    feature = ext.features[first:first + rows]
-    drafted, tops, probs = [], [], []
-    bad: list[tuple | None] = [None] * rows
-    slots_cache = _slots(ext)
-    for i in range(k):
-        ids = logits.argmax(-1)
-        p = torch.softmax(logits.float(), -1).topk(min(n_top, logits.shape[-1]), -1)
-        target_ids = _mapped(model, ids, wiring, i, bad)
-        drafted.append(target_ids)
-        tops.append(model.to_target_ids(p.indices, wiring))
-        probs.append(p.values)
-        if i + 1 < k:
-            logits, feature = _own_step(model, ext, slots_cache, first, rows, 1, i + 1,
-                                        _in_vocab(model, target_ids), feature, wiring)
-    return (torch.stack(drafted, 1).cpu(), torch.stack(tops, 1).cpu(),
-            torch.stack(probs, 1).cpu(), bad)
+class _Drafted:
+    """What was drafted from each row of each prompt; bad[b][r]: (step, draft id, target id) of
+    the first id outside the vocabulary drafted from there, or None."""
+    at: Any                          # (b, r) -> a chain's drafts or (tree, tree row)
+    bad: list[list[tuple | None]]
 
 
 def _mapped(model, draft_ids: torch.Tensor, wiring: Wiring, step: int, bad: list) -> torch.Tensor:
-    """Target ids of draft ids, [positions * beams, ...] for the positions of `bad`; a position's
-    first id outside the vocabulary is noted there (raised only if a verify step drafts from
-    that position, as the engine would stop only then)."""
+    """Target ids of draft ids, [rows * beams, ...] in the order of `bad`'s rows; a row's first id
+    outside the vocabulary is noted there (raised only if a verify step drafts from that row,
+    as the engine stops only then)."""
     ids = model.to_target_ids(draft_ids, wiring)
     out = ((ids < 0) | (ids >= model.embed_tokens.num_embeddings)).reshape(len(bad), -1)
     if out.any():
@@ -176,36 +169,84 @@ def _mapped(model, draft_ids: torch.Tensor, wiring: Wiring, step: int, bad: list
 
 
 def _in_vocab(model, ids: torch.Tensor) -> torch.Tensor:
-    """Ids fed to the next step; an out-of-vocabulary one (its position already condemned)
-    is replaced so the batch can run."""
+    """Ids fed to the next step; an out-of-vocabulary one (its row already condemned) is
+    replaced so the batch can run."""
     return ids.clamp(0, model.embed_tokens.num_embeddings - 1)
 
 
-def _tree_drafts(model, ext: _Extend, drafting, wiring: Wiring) -> tuple[DraftTree, list]:
-    J, K = ext.logits.shape[0], drafting.topk
-    trees, bad = [], []
-    for first, rows in _chunks(J, K):
-        chunk_bad: list[tuple | None] = [None] * rows
-        slots_cache = _slots(ext)
-
-        def check(draft_ids, step):
-            return _in_vocab(model, _mapped(model, draft_ids, wiring, step, chunk_bad))
-
-        def run_beams(beam_ids, feature, step):
-            return _own_step(model, ext, slots_cache, first, rows, K, step,
-                             beam_ids.reshape(-1), feature.reshape(rows * K, -1), wiring)
-
-        trees.append(grow_levels(ext.logits[first:first + rows],
-                                 ext.features[first:first + rows, None], run_beams, check,
-                                 drafting.num_steps, K, drafting.num_draft_tokens))
-        bad += chunk_bad
-    return _joined(trees), bad
+def _per_prompt(flat: list, batch: int) -> list[list]:
+    """A chunk's b-major row list as [b][row]."""
+    width = len(flat) // batch
+    return [flat[b * width:(b + 1) * width] for b in range(batch)]
 
 
-def _joined(trees: list[DraftTree]) -> DraftTree:
-    return DraftTree(torch.cat([t.tokens for t in trees]).cpu(),
-                     torch.cat([t.scores for t in trees]).cpu(),
-                     sum((t.parents for t in trees), []), sum((t.depths for t in trees), []))
+def _chain_drafts(model, ext: _Extend, k: int, wiring: Wiring, n_top: int) -> _Drafted:
+    B = ext.logits.shape[0]
+    parts = [_chain_chunk(model, ext, first, rows, k, wiring, n_top)
+             for first, rows in _chunks(B, ext.rows, 1)]
+    drafted, top_ids, top_probs = (torch.cat([p[i] for p in parts], 1) for i in range(3))
+    bad = [sum((p[3][b] for p in parts), []) for b in range(B)]
+
+    def at(b: int, r: int):
+        return drafted[b, r].tolist(), top_ids[b, r].tolist(), top_probs[b, r].tolist()
+    return _Drafted(at, bad)
+
+
+def _chain_chunk(model, ext: _Extend, first: int, rows: int, k: int, wiring: Wiring, n_top: int):
+    logits = ext.logits[:, first:first + rows]
+    feature = ext.features[:, first:first + rows]
+    drafted, tops, probs = [], [], []
+    bad: list[tuple | None] = [None] * (logits.shape[0] * rows)
+    slots_cache = _slots(ext)
+    for i in range(k):
+        p = torch.softmax(logits.float(), -1).topk(min(n_top, logits.shape[-1]), -1)
+        target_ids = _mapped(model, logits.argmax(-1), wiring, i, bad)
+        drafted.append(target_ids)
+        tops.append(model.to_target_ids(p.indices, wiring))
+        probs.append(p.values)
+        if i + 1 < k:
+            logits, feature = _own_step(model, ext, slots_cache, first, rows, 1, i + 1,
+                                        _in_vocab(model, target_ids), feature, wiring)
+    return (torch.stack(drafted, 2).cpu(), torch.stack(tops, 2).cpu(),
+            torch.stack(probs, 2).cpu(), _per_prompt(bad, logits.shape[0]))
+
+
+def _tree_drafts(model, ext: _Extend, drafting: Drafting, wiring: Wiring) -> _Drafted:
+    B, K = ext.logits.shape[0], drafting.topk
+    chunks, bad = [], [[] for _ in range(B)]
+    for first, rows in _chunks(B, ext.rows, K):
+        tree, chunk_bad = _tree_chunk(model, ext, first, rows, drafting, wiring)
+        chunks.append((first, rows, tree))
+        for b, row_bad in enumerate(_per_prompt(chunk_bad, B)):
+            bad[b] += row_bad
+
+    def at(b: int, r: int):
+        first, rows, tree = next(c for c in chunks if c[0] <= r < c[0] + c[1])
+        return tree, b * rows + r - first
+    return _Drafted(at, bad)
+
+
+def _tree_chunk(model, ext: _Extend, first: int, rows: int, drafting: Drafting,
+                wiring: Wiring) -> tuple[DraftTree, list]:
+    """The trees drafted from rows first..first+rows-1 of every prompt (tree row b*rows + r)."""
+    B, K = ext.logits.shape[0], drafting.topk
+    bad: list[tuple | None] = [None] * (B * rows)
+    slots_cache = _slots(ext)
+
+    def check(draft_ids, step):
+        return _in_vocab(model, _mapped(model, draft_ids, wiring, step, bad))
+
+    def run_beams(beam_ids, feature, step):
+        logits, features = _own_step(model, ext, slots_cache, first, rows, K, step,
+                                     beam_ids.reshape(B, rows * K),
+                                     feature.reshape(B, rows * K, -1), wiring)
+        return logits.reshape(B * rows * K, -1), features.reshape(B * rows * K, 1, -1)
+
+    logits = ext.logits[:, first:first + rows].reshape(B * rows, -1)
+    features = ext.features[:, first:first + rows].reshape(B * rows, 1, -1)
+    tree = grow_levels(logits, features, run_beams, check, drafting.num_steps, K,
+                       drafting.num_draft_tokens)
+    return DraftTree(tree.tokens.cpu(), tree.scores.cpu(), tree.parents, tree.depths), bad
 
 
 # --- the walk over the verify points -----------------------------------------------------------
@@ -213,26 +254,43 @@ def _joined(trees: list[DraftTree]) -> DraftTree:
 @torch.no_grad()
 def simulate_greedy(model, trace: GreedyTrace, drafting: Drafting, wiring: Wiring,
                     max_new_tokens: int, eos: set[int], tree: bool = False,
-                    finished=lambda n: None) -> list[SampleRun]:
+                    batch_size: int = 8, finished=lambda n: None) -> list[SampleRun]:
     """Per prompt of the trace, the verify steps greedy verification takes, drafting a chain or,
-    with tree, SGLang's tree (at topk 1 too)."""
-    runs = []
+    with tree, SGLang's tree (at topk 1 too), batch_size prompts at a time. Drafts start only
+    where a verify step can: from each prompt's last position on."""
+    runs: list[SampleRun] = []
+    for i in range(0, len(trace.tokens), batch_size):
+        runs += _simulate_batch(model, trace, range(i, min(i + batch_size, len(trace.tokens))),
+                                drafting, wiring, max_new_tokens, eos, tree)
+        finished(len(runs) - i)
+    return runs
+
+
+def _simulate_batch(model, trace: GreedyTrace, batch: range, drafting: Drafting, wiring: Wiring,
+                    max_new_tokens: int, eos: set[int], tree: bool) -> list[SampleRun]:
+    tokens = [trace.tokens[b] for b in batch]
+    prompts = [trace.prompts[b] for b in batch]
+    rows = len(tokens[0]) - len(prompts[0])          # new tokens: the same for every prompt
+    ext = _extend(model, tokens, [trace.features[feature_key(wiring)][b] for b in batch], rows,
+                  wiring)
+    drafted = (_tree_drafts(model, ext, drafting, wiring) if tree else
+               _chain_drafts(model, ext, drafting.num_steps, wiring, TOP_CANDIDATES))
     vocab = model.embed_tokens.num_embeddings
-    for b, tokens in enumerate(trace.tokens):
-        prompt = trace.prompts[b]
-        run = SampleRun(prompt, tokens[len(prompt)])
+    runs = []
+    for b, (prompt, seq) in enumerate(zip(prompts, tokens)):
+        run = SampleRun(prompt, seq[len(prompt)])
         if run.first_token not in eos:
-            ext = _extend(model, tokens, trace.features[feature_key(wiring)][b], wiring)
-            if tree:
-                drafts, bad = _tree_drafts(model, ext, drafting, wiring)
-                step_at = lambda p: _tree_step_at(drafts, tokens, p)  # noqa: E731
-            else:
-                chain = _chain_drafts(model, ext, drafting.num_steps, wiring, TOP_CANDIDATES)
-                bad, step_at = chain.bad, lambda p: _chain_step(chain, tokens, p)
-            _walk(run, max_new_tokens, eos, step_at,
-                  lambda p: bad[p - 1] and out_of_range_error(*bad[p - 1], vocab, wiring))
+            # a verify step from position p drafts from row p - len(prompt)
+            def step_at(p, b=b, seq=seq, prompt=prompt):
+                found = drafted.at(b, p - len(prompt))
+                return (_tree_step_at(*found, seq, p) if tree else
+                        _chain_step(*found, seq, p))
+
+            def refused(p, b=b, prompt=prompt):
+                bad = drafted.bad[b][p - len(prompt)]
+                return bad and out_of_range_error(*bad, vocab, wiring)
+            _walk(run, max_new_tokens, eos, step_at, refused)
         runs.append(run)
-        finished(1)
     return runs
 
 
@@ -253,23 +311,21 @@ def _walk(run: SampleRun, max_new_tokens: int, eos: set[int], step_at, refused) 
             return
 
 
-def _chain_step(chain: _ChainDrafts, tokens: list[int], p: int) -> VerifyStep:
+def _chain_step(drafted: list[int], top_ids: list, top_probs: list, tokens: list[int],
+                p: int) -> VerifyStep:
     """The verify step from position p: the drafts against the target's continuation."""
-    drafted = chain.drafted[p - 1].tolist()
     greedy = tokens[p + 1:p + len(drafted) + 2]
     accepted = 0
     while accepted < len(drafted) and drafted[accepted] == greedy[accepted]:
         accepted += 1
     candidates = [[[i, round(q, 4)] for i, q in zip(ids, probs)]
-                  for ids, probs in zip(chain.top_ids[p - 1].tolist(),
-                                        chain.top_probs[p - 1].tolist())]
+                  for ids, probs in zip(top_ids, top_probs)]
     return VerifyStep(p + 1, drafted, greedy[:accepted + 1], accepted, candidates)
 
 
-def _tree_step_at(drafts: DraftTree, tokens: list[int], p: int) -> VerifyStep:
-    """The tree drafted from position p, walked along the target's continuation: at a node of
-    depth d on it the target's token is the continuation's token d + 1 ahead."""
-    row = p - 1
+def _tree_step_at(drafts: DraftTree, row: int, tokens: list[int], p: int) -> VerifyStep:
+    """The tree drafted from position p (row `row`), walked along the target's continuation: at
+    a node of depth d on it the target's token is the continuation's token d + 1 ahead."""
     predicted = [tokens[p + depth + 1] for depth in drafts.depths[row]]
     path = accepted_path(drafts, row, predicted)
     bonus = predicted[path[-1] if path else 0]
