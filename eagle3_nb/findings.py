@@ -15,6 +15,8 @@ OFFSET, ABSOLUTE, MISSING, IDENTITY, AMBIGUOUS, INVALID = (
 # correct offsets with arange subtracted once more (a mistaken "fix" for absolute ids)
 ARANGE_SUBTRACTED = "arange_subtracted"
 LOW_COVERAGE = 0.85   # below this share of target tokens in the draft vocab, warn
+# findings that mean the engine does not start with this draft: the verdict is a load error
+STARTUP_FAILURES = frozenset({"LOAD_ERROR", "ENGINE_MISREADS_PATH"})
 SUMMARY_VERSION = 1  # of every summary.json the notebooks and the report write
 
 # Stable codes. Never rename one; add new ones at the end of their group.
@@ -50,6 +52,8 @@ CODES: dict[str, str] = {
     "AUX_IDS_INVALID": "the aux layer ids are negative or repeated: they name no layer, or one "
                        "layer twice",
     "NOT_A_DRAFT": "the directory holds a target (or other causal LM) model, not an EAGLE-3 draft",
+    "ENGINE_MISREADS_PATH": "the engine reads the draft's path name as another model format and "
+                            "fails before its config.json is read",
     # vocabulary mapping (d2t / t2d)
     "D2T_MISSING": "pruned draft vocab without a d2t table",
     "D2T_ABSOLUTE": "d2t holds absolute target ids instead of offsets",
@@ -201,6 +205,9 @@ NEXT_STEPS: dict[str, str] = {
     "HIDDEN_LAYERS_DIFFER": "declare the layer ids training captured where and in the convention "
                             "{engine} reads them ({aux_ids_where}; {aux_ids_convention}); do not "
                             "judge the fix by how small the loss is on one target",
+    "ENGINE_MISREADS_PATH": "serve the draft from a path the engine does not misread (the "
+                            "finding names the words and the engine's own switch, where it has "
+                            "one)",
     "AUX_IDS_INVALID": "write the hidden_states indices training captured (from the trainer's "
                        "run config), each once and none negative, into a copy's config.json; "
                        "then inspect the copy",

@@ -114,6 +114,17 @@ def test_a_launch_command_with_absurd_drafting_is_refused_naming_its_flag(tmp_pa
             "--speculative-num-steps 1000000")
 
 
+def test_report_refuses_a_launch_commands_absurd_tree_before_any_notebook(tmp_path):
+    """What notebook 04 would copy from --launch is bounded in the report's preflight: exit 2,
+    nothing written, instead of a failed notebook."""
+    out = tmp_path / "report"
+    rc, stdout, err, _ = cli("report", DRAFTS / "good", "--target", TARGET, "--out", out,
+                             "--launch", SGLANG + "--speculative-num-steps 4 "
+                             "--speculative-eagle-topk 200", timeout=120)
+    refused(rc, stdout, err, "--launch (--speculative-num-steps", "120201 tokens")
+    assert not out.exists()
+
+
 def test_an_observe_files_server_arguments_are_bounded_naming_the_file(tmp_path):
     saved = ObservedMetrics("sglang", "http://127.0.0.1:30000", mean_accept_length=2.5,
                             accept_rate_convention="sglang",

@@ -537,6 +537,19 @@ def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path, obs
             "threads": tgt.threads.label(), **what_if_json(rows, obs)}
 
 
+def drafting_of_run(checkpoint, target, num_steps: int | None = None, topk: int | None = None,
+                    num_draft_tokens: int | None = None, launch=None, observed=None,
+                    engines: list[str] | None = None, temperature: float = 0.0,
+                    batch_size: int = DEFAULT_BATCH_SIZE,
+                    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> Drafting:
+    """The drafting settings check_acceptance will simulate, resolved (or refused) from the
+    configs alone, without loading a model: the report asks before any notebook runs."""
+    obs = parse_observed(observed) if observed not in (None, "") else None
+    return resolve_drafting(num_steps, topk, num_draft_tokens, _launch(launch), obs,
+                            _architecture(target), engines, temperature,
+                            limits=run_limits(checkpoint, batch_size, max_new_tokens))
+
+
 def evidence_engines(engines: list[str] | None, launch, observed) -> tuple[list[str] | None, str]:
     """The engine releases whose wirings a run simulates, and the line that says why.
 

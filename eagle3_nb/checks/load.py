@@ -14,6 +14,7 @@ from typing import Any
 from eagle3_nb.config import DraftConfig, TargetInfo, aux_id_faults
 from eagle3_nb.errors import ConfigError
 from eagle3_nb.engines import resolve_engines
+from eagle3_nb.engines.registry import engine as registered
 from eagle3_nb.engines.facts import CHECKS
 from eagle3_nb.engines.planner import NEEDS, LoadPlan, plan_load
 from eagle3_nb.findings import (ERROR, INFO, SUMMARY_VERSION, WARNING, Finding, engine_codes,
@@ -189,6 +190,7 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
         _settle_launch_conditions(plans, settings)
     if reading is not None:
         findings += reading.findings
+    findings += path_findings(getattr(settings, "draft", None) or str(ckpt.path), plans)
     weights_at = _target_weights_dir(target_config)
     if stats and weights_at is not None:
         findings += embedding_findings(ckpt, weights_at, plans)
@@ -196,6 +198,20 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
                       stats_result, findings, vocab, compared_embeddings=weights_at is not None,
                       launch=settings, log=reading, release_from=release_from,
                       not_a_draft=not_a_draft_finding(why) if why else None)
+
+
+def path_findings(path: str, plans) -> list[Finding]:
+    """Engines that misread the draft's path by its words (Engine.path_rule), per release."""
+    out = []
+    for plan in plans:
+        rule = registered(plan.profile.name).path_rule
+        what, way_out = rule(path, plan.profile.version) if rule else ("", "")
+        if what:
+            out.append(Finding("ENGINE_MISREADS_PATH", ERROR,
+                               f"{registered(plan.profile.name).title} {plan.profile.version} "
+                               f"{what} (path: {path}); {way_out}",
+                               {"path": path}, plan.profile.key))
+    return out
 
 
 def _draft_config(ckpt: Checkpoint, not_a_draft: str) -> DraftConfig:

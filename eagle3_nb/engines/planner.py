@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from eagle3_nb.config import (ABSENT, NORM_FLAGS, TRAINER_FLAG_DEFAULTS, DraftConfig, TargetInfo,
                               aux_id_faults)
 from eagle3_nb.errors import ConversionError
-from eagle3_nb.findings import ERROR, INFO, WARNING, Finding
+from eagle3_nb.findings import ERROR, INFO, STARTUP_FAILURES, WARNING, Finding
 from eagle3_nb.engines.bugs import affects, bugs_in
 from eagle3_nb.engines.capture import CAPTURE, capture_fact, surveyed_release
 from eagle3_nb.engines.profile import (AS_IS, AS_IS_IF_MAX_IS_L, AUX_RULES, NO_CAPTURE, PLUS_ONE,
@@ -83,7 +83,7 @@ class LoadPlan:
         """The verdict with the findings beyond the plan that hold for this release (the
         draft's own, and those a launch command, a log or the target weights tagged with it)."""
         found = [*self.findings, *extra]
-        if any(f.code == "LOAD_ERROR" for f in found):
+        if any(f.code in STARTUP_FAILURES for f in found):
             return "load_error"
         return "silent_failure" if any(f.severity == ERROR for f in found) else "ok"
 

@@ -147,6 +147,9 @@ class Engine:
     sample_releases: tuple[str, ...] = ()
     # what the engine calls the kit's figures (ObservedMetrics fields), for labels
     figure_names: dict[str, str] = field(default_factory=dict)
+    # (draft path, release) -> (what the engine does with a path of that name, the way out), or
+    # ("", ""): a rule on the path's words, applied before the engine reads config.json
+    path_rule: Callable[[str, str], tuple[str, str]] | None = None
 
     def __post_init__(self):
         if not self.package:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from eagle3_nb.engines.registry import Engine, register
 from eagle3_nb.engines.sglang import (advice, bugs, drafting, launch, log, metrics, observe,
-                                      profiles, releases)
+                                      paths, profiles, releases)
 
 ENGINE = register(Engine(
     name="sglang", title="SGLang", repository="sgl-project/sglang",
@@ -18,6 +18,7 @@ ENGINE = register(Engine(
     # before and after the layers.0 rename (0.5.16) and the newest read
     sample_releases=("0.5.9", "0.5.16", "0.5.23"),
     log=log.DIALECT, readers=metrics.READERS, figure_names=metrics.FIGURE_NAMES, observe=observe,
+    path_rule=paths.misread_path,
     probe="eagle3_nb.engines.sglang.probe",
     probe_stubs={
         "sgl_kernel": "SGLang's CUDA kernel package (no CPU build); kernels are never called "
