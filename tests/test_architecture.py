@@ -52,6 +52,10 @@ LAYERS: list[tuple[str, ...]] = [
 VIZ_MAY_IMPORT = ("findings", "errors", "viz")
 HEADER_PATH = ("cli", "checks.load", "checks.vocab", "engines", "io", "config", "layouts")
 HEAVY = ("torch", "plotly", "transformers")
+# inspect --no-stats, engines and log read headers and text only: not even numpy at module level
+# (checks.vocab reads the d2t table with it, so it is on the header path but not on this one)
+TEXT_PATH = ("cli", "checks.load", "checks.log", "engines", "io", "config", "layouts")
+TEXT_HEAVY = ("numpy",)
 ENGINE_HOME, LITERAL_EXEMPT = "engines", ("samples",)
 RELEASE = re.compile(r"(?<![\w.])\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?(?![\w.])|==\d")
 FACADE = ""  # the package __init__: a lazy public API that may name any module
@@ -177,6 +181,7 @@ def violations(root: Path = PACKAGE) -> list[str]:
             elif dep in graph and layer_of(dep) > layer_of(mod):
                 problems.append(f"{mod} imports {dep}, a layer above it")
     problems += heavy_on_header_path(graph)
+    problems += heavy_on_header_path(graph, TEXT_PATH, TEXT_HEAVY)
     problems += engine_literals(root)
     return problems
 
@@ -265,18 +270,18 @@ def _engine_specs(path: Path, mod: str, spec: re.Pattern) -> list[str]:
             and id(node) not in docs and spec.search(node.value)]
 
 
-def heavy_on_header_path(graph) -> list[str]:
+def heavy_on_header_path(graph, roots=HEADER_PATH, heavy_packages=HEAVY) -> list[str]:
     """Heavy packages the header path imports at module level, transitively (package __init__
     files of every imported module included, as Python runs them)."""
     problems, seen = [], set()
-    todo = [m for m in graph if _owner(m, HEADER_PATH)]
+    todo = [m for m in graph if _owner(m, roots)]
     while todo:
         mod = todo.pop()
         if mod in seen or mod not in graph:
             continue
         seen.add(mod)
         _, top, external = graph[mod]
-        for heavy in sorted(set(HEAVY) & external):
+        for heavy in sorted(set(heavy_packages) & external):
             problems.append(f"{mod} imports {heavy} at module level, on the header path")
         parents = [".".join(mod.split(".")[:i]) for i in range(1, mod.count(".") + 1)]
         todo += [*top, *parents, ""]
@@ -301,6 +306,8 @@ def test_every_module_has_a_layer():
     ("viz/keys.py", "from eagle3_nb.io.checkpoint import Checkpoint",
      "viz.keys imports io.checkpoint: viz imports only"),
     ("io/files.py", "import torch", "io.files imports torch at module level"),
+    ("checks/load.py", "from eagle3_nb.vocab import VocabMapping",
+     "vocab imports numpy at module level"),
     ("report/run.py", "from eagle3_nb.samples import build_samples",
      "report.run imports samples: nothing outside samples may"),
     ("checks/load.py", "ENGINE = 'vllm'", "checks.load:"),

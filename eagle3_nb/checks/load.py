@@ -26,7 +26,6 @@ from eagle3_nb.checks.log import check_log
 from eagle3_nb.engines.launch import launch_findings, launch_from_args, read_launch
 from eagle3_nb.layouts import Layout, SchemaRow, detect_layout, schema_diff, split_key
 from eagle3_nb.stats import scan_stats, stats_findings
-from eagle3_nb.vocab import VocabMapping
 
 DEFAULT_STATS_BUDGET = 1 << 30
 
@@ -178,6 +177,8 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     if stats:  # the only steps that read tensor data
         stats_result = scan_stats(ckpt, stats_budget)
         findings += stats_findings(stats_result, ckpt)
+        from eagle3_nb.vocab import VocabMapping  # numpy: only when d2t values are read
+
         vocab = VocabMapping.from_checkpoint(ckpt, cfg)
         findings += vocab.findings()
     else:
