@@ -322,7 +322,7 @@ def score_dumps(draft, samples, features: list[torch.Tensor], num_steps: int = 4
     at step j the draft sees its own step j-1 state and the RECORDED token j further on, and is
     scored against the recorded token after that (SpecForge's acc_j). Labelled as such: this is
     not an accept length, and later steps overstate what chained drafting achieves.
-    features: per sample, what the wiring feeds (hidden_dumps.dump_features)."""
+    features: per sample, what the wiring feeds (session.dump_features)."""
     wiring = wiring or draft.wiring
     saved, draft.wiring = draft.wiring, wiring   # ttt_logits reads the norm switches from it
     try:

@@ -69,7 +69,7 @@ def first_step_accuracy_on_dump(draft, sample, wiring: Wiring,
                                 features: torch.Tensor) -> StepAccuracy:
     """On a hidden-state dump (no target head): teacher-forced against the recorded tokens,
     reported as such, never as an acceptance figure. features [T, W]: what the wiring feeds
-    (hidden_dumps.dump_features)."""
+    (session.dump_features)."""
     ids, feats = sample.token_ids.reshape(-1), features
     feats = feats[:-2].to(draft.fc.weight.device)
     run = draft.run(ids[1:-1][None].to(feats.device), feats[None], wiring=wiring)

@@ -13,7 +13,7 @@
     target_id = draft_id + d2t[draft_id]
 
 The same math as SafeAILab cnets.py, SpecForge llama3_eagle.py, speculators eagle3/core.py and
-the engines' llama_eagle3.py (see docs/domain.md); the wiring switches (eagle3_nb.wiring) select the
+the engines' llama_eagle3.py (see docs/domain.md); the wiring switches (eagle3_nb.wirings) select the
 variants engines differ on. Device and dtype are parameters; norms compute in float32.
 """
 

@@ -1,6 +1,6 @@
 """SGLang's tree drafting and greedy tree verification (--speculative-eagle-topk > 1), as rules
 that acceptance.simulate applies on a real target. Read in sglang 0.5.23 (the rule is cited per
-release in engines/sglang.py, TREE_DRAFTING):
+release in engines/sglang/profiles.py, TREE_DRAFTING):
 
 1. Level 0: the draft extends over the committed positions; its topk most probable tokens
    (softmax of the draft logits, mapped through d2t) are the first candidates, each scored by its

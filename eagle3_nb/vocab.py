@@ -362,10 +362,6 @@ def load_tokenizer(path: str | Path):
                             "pass an HF tokenizer.json") from None
 
 
-def token_strings(tokenizer, ids: Iterable[int]) -> list[str | None]:
-    return [tokenizer.id_to_token(int(i)) if tokenizer is not None else None for i in ids]
-
-
 def read_corpus(path: str | Path, tokenizer=None, vocab_size: int = 1 << 24
                 ) -> tuple[list[list[int]], list[list[int]] | None]:
     """Token sequences (and loss masks when given) from JSON Lines (`input_ids` [+ `loss_mask`],

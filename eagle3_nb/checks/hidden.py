@@ -35,7 +35,7 @@ def check_hidden_states(checkpoint: str | Path, target: str | Path | None = None
                         hidden_states: str | Path | None = None,
                         dump_layer_ids=None) -> dict[str, Any]:
     """On the live target (prompts run through it), or on hidden-state dumps (hidden_states;
-    the target then only lends its config and embeddings: hidden_dumps.check_dumps)."""
+    the target then only lends its config and embeddings: check_dumps below)."""
     preflight(checkpoint, target)
     if hidden_states:
         return check_dumps(checkpoint, hidden_states, engines, n_samples, device, wirings, target,

@@ -67,5 +67,3 @@ def capture_fact(engine: str, version: str, architecture: str) -> CaptureFact | 
     return CaptureFact(architecture, release, NOT_SERVED, "", "", None, "", first, "", later)
 
 
-def known_architectures(engine: str) -> frozenset[str]:
-    return frozenset(capture_table(engine)["architectures"])

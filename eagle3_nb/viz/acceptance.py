@@ -268,7 +268,7 @@ def headline_html(result_or_stats, display: bool = False) -> HTMLString:
 
 def teacher_forced_html(scores: list[dict[str, Any]], display: bool = False) -> HTMLString:
     """Per wiring, the draft's teacher-forced accuracy at each step on hidden-state dumps
-    (acceptance.score_dumps; hidden_dumps.score_on_dumps), or why a wiring has none."""
+    (acceptance.score_dumps; checks.acceptance.score_on_dumps), or why a wiring has none."""
     steps = max((len(s.get("per_step_accuracy") or []) for s in scores), default=0)
     base = next((s["per_step_accuracy"][0] for s in scores
                  if s.get("wiring") == "trained" and s.get("per_step_accuracy")), None)
