@@ -30,10 +30,10 @@ def text(value: Any) -> str:
 
 
 def code(value: Any) -> str:
-    """VALUE as a code span (a table cell's pipes escaped, as GitHub tables need)."""
-    body = " ".join(str(value).split()).replace("|", "\\|")
-    fence = "``" if "`" in body else "`"
-    return f"{fence} {body} {fence}" if fence == "``" else f"`{body}`"
+    """VALUE as a code span; as text where it holds a pipe or a backtick (a pipe escaped
+    inside a code span in a table cell is read back with its backslash by some parsers)."""
+    body = " ".join(str(value).split())
+    return text(body) if "|" in body or "`" in body else f"`{body}`"
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:

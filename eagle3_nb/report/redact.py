@@ -44,9 +44,13 @@ INPUT_PLACEHOLDERS = {"target": "TARGET_DIR", "hidden_states": "DUMPS_DIR",
                       "log": "LOG", "launch": "LAUNCH"}
 _NAME_CHAR = r"[\w.@+~%=-]"
 _ANSI = r"\x1b\[[0-9;]*m"  # a traceback's colour codes may stand right before a path
-# Where a path not otherwise known may start: common tops of other machines, besides this one's.
-_USUAL_TOPS = ("home", "Users", "root", "tmp", "var", "private", "work", "data", "mnt", "opt",
-               "srv", "scratch", "usr", "workspace", "media", "nfs", "gpfs", "lustre")
+# Where a path not otherwise known may start: common tops of other machines (a serving command
+# given with --launch names the serving machine's), besides this one's. Any "/x/y" would do
+# more, and would also rewrite the JavaScript the pages embed (plotly.js: "/WebKit/.test").
+_USUAL_TOPS = ("home", "Users", "root", "tmp", "var", "private", "work", "workspace", "workdir",
+               "data", "datasets", "models", "checkpoints", "ckpt", "ckpts", "mnt", "opt", "srv",
+               "scratch", "usr", "media", "nfs", "gpfs", "lustre", "fsx", "efs", "nvme", "raid",
+               "shared", "storage", "project", "projects", "cache", "etc", "bin", "lib")
 
 
 @dataclass(frozen=True)
@@ -101,8 +105,8 @@ class PathRedactor:
     def describe(self) -> dict[str, Any]:
         """What the placeholders in a redacted report stand for (its summary.json says it)."""
         return {"relative_to": "the draft's parent directory",
-                "placeholders": {to: what for to, what in PLACEHOLDER_MEANINGS.items()
-                                 if to in self.used}}
+                "placeholders": {to: PLACEHOLDER_MEANINGS.get(to, f"-p {to.lower()}")
+                                 for to in sorted(self.used - {RELATIVE})}}
 
     def _roots_re(self) -> re.Pattern:
         return _roots_pattern(tuple(r for r, _ in self.roots))
@@ -187,12 +191,10 @@ PLACEHOLDER_MEANINGS = {
 
 
 def _machine_roots() -> list[tuple[Path, str]]:
-    from eagle3_nb.io.resources import notebooks_dir, samples_dir
-
     package = Path(__file__).resolve().parents[1]
     paths = sysconfig.get_paths()
-    roots = [(samples_dir(), "eagle3_nb/data_samples"), (notebooks_dir(), "eagle3_nb/notebooks"),
-             (package, "eagle3_nb")]
+    roots = [(package / name, f"eagle3_nb/{name}") for name in ("data_samples", "notebooks")]
+    roots.append((package, "eagle3_nb"))
     roots += [(Path(paths[k]), "SITE_PACKAGES") for k in ("purelib", "platlib") if k in paths]
     roots += [(Path(paths[k]), "PYTHON_STDLIB") for k in ("stdlib", "platstdlib") if k in paths]
     roots += [(Path(sys.prefix), "PYTHON_ENV"), (Path(sys.base_prefix), "PYTHON_HOME"),

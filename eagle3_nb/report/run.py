@@ -350,11 +350,33 @@ def resolve_options(opts: ReportOptions) -> ReportOptions:
     if o.target is not None or o.hidden_states is not None:  # notebooks 03 and 04 run the draft
         preflight(ckpt, o.target_config)
     _read_inputs(o, ckpt)
+    if o.target is not None and (o.launch or o.observed):
+        # notebook 04 simulates what the launch command or the engine's figure states: settings
+        # it cannot afford are refused here, not as a failed notebook (imports torch)
+        from eagle3_nb.checks.acceptance import drafting_of_run
+        drafting_of_run(o.checkpoint, o.target, o.num_steps, o.topk, o.num_draft_tokens,
+                        o.launch, o.observed, o.engines or None)
     o.notebooks = [Path(p).resolve() for p in (o.notebooks or discover_notebooks())]
     if not o.notebooks:
         raise Eagle3NbError("no notebooks found", str(notebooks_dir()), "notebooks/NN_name.ipynb")
+    _embeddings_for_dumps(o, ckpt)
     check_out(o.out, o.overwrite)
     return o
+
+
+def _embeddings_for_dumps(o: ReportOptions, ckpt: Checkpoint) -> None:
+    """On --hidden-states alone, the notebooks that take dumps run the draft without a target:
+    a draft with no embed_tokens of its own (most) has none to run with."""
+    if o.hidden_states is None or o.target is not None \
+            or "embed_tokens.weight" in ckpt.canonical_keys:
+        return
+    takers = [nb.stem for nb in o.notebooks if "hidden_states" in notebook_parameters(nb)]
+    if takers:
+        raise Eagle3NbError(
+            f"the draft has no embed_tokens, and {', '.join(takers)} run it on --hidden-states "
+            "with the target's", str(ckpt.path),
+            "add --target TARGET_DIR, the target model's directory (only its embed_tokens are "
+            "read; the target is never run on dumps)")
 
 
 def _output_path(out: Path) -> Path:
@@ -732,13 +754,15 @@ def advice_inputs(opts: ReportOptions) -> dict[str, str]:
 def group_findings(findings: list[dict[str, Any]], checkpoint: str | None = None
                    ) -> list[dict[str, Any]]:
     """Merged findings for reading: identical ones of several engines once, with the engines,
-    the notebooks that found them and the next step for the group. Severity order kept."""
+    the notebooks that found them and the next step (and command) for the group. Severity
+    order kept."""
     groups: dict[tuple, dict[str, Any]] = {}
     for f in findings:
         g = groups.setdefault((f["code"], f["severity"], f["message"]),
                               {**f, "engines": [], "notebooks": []})
         if f.get("engine"):
             g["engines"].append(f["engine"])
+            g["command"] = f.get("command")  # the last engine's, as the step names it
         g["notebooks"] += [n for n in f["notebooks"] if n not in g["notebooks"]]
     for g in groups.values():
         g.pop("engine", None)
