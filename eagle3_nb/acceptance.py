@@ -27,7 +27,7 @@ from eagle3_nb.defaults import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFA
                                 PROGRESS_VARIABLE)
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.features import draft_features
-from eagle3_nb.greedy import GreedyTrace, feature_key, greedy_trace, simulate_greedy
+from eagle3_nb.greedy import GreedyTrace, greedy_trace, simulate_greedy
 from eagle3_nb.model import DraftCache, Wiring, as_engine_leaves, ttt_logits
 from eagle3_nb.tree import (DraftTree, accepted_path, draft_tree, sampled_path, target_probs,
                             verify_mask)
@@ -73,9 +73,9 @@ def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = DEFAUL
                             "next token)", None, "drop empty or one-token prompts")
     if not drafting.temperature and not stepwise:
         with progress_bar(len(prompts), progress, f"simulating {wiring.name}") as bar:
-            if trace is None or feature_key(wiring) not in trace.features:
-                trace = greedy_trace(target, prompts, max_new_tokens + drafting.num_steps,
-                                     [wiring], batch_size)
+            new_tokens = max_new_tokens + drafting.num_steps  # the last step verifies k more
+            if trace is None or not trace.serves(prompts, new_tokens, wiring):
+                trace = greedy_trace(target, prompts, new_tokens, [wiring], batch_size)
             runs = simulate_greedy(model, trace, drafting, wiring, max_new_tokens, eos,
                                    _uses_tree(drafting, tree), batch_size, bar.update)
         return AcceptanceResult(wiring.name, drafting.num_steps, runs, drafting)

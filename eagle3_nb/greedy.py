@@ -39,6 +39,13 @@ class GreedyTrace:
     tokens: list[list[int]]
     features: dict[tuple, list[torch.Tensor]]
 
+    def serves(self, prompts: list[torch.Tensor], new_tokens: int, wiring: Wiring) -> bool:
+        """Whether this trace holds these prompts, at least new_tokens each, and the features
+        the wiring reads."""
+        return (feature_key(wiring) in self.features and len(prompts) == len(self.prompts)
+                and all(p.tolist() == q for p, q in zip(prompts, self.prompts))
+                and all(len(t) - len(q) >= new_tokens for t, q in zip(self.tokens, self.prompts)))
+
 
 def feature_key(wiring: Wiring) -> tuple:
     return (wiring.hidden_source, tuple(wiring.layer_ids or ()))

@@ -131,3 +131,16 @@ def test_what_if_shares_one_target_generation(bundled, monkeypatch):
                        drafting=Drafting(4))
     assert sum(r.result is not None for r in rows) >= 5
     assert len(calls) == 12 + 4      # prefill + one pass per further token, for all prompts
+
+
+def test_a_trace_of_other_prompts_or_too_short_is_not_reused(bundled):
+    from eagle3_nb.greedy import greedy_trace
+
+    draft, target, presets, prompts = bundled
+    wiring = presets["trained"]
+    alone = simulate(draft, target, prompts, max_new_tokens=12, wiring=wiring)
+    others = greedy_trace(target, [p.reshape(-1) for p in prompts[::-1]], 16, [wiring], 8)
+    short = greedy_trace(target, [p.reshape(-1) for p in prompts], 6, [wiring], 8)
+    for trace in (others, short):
+        reused = simulate(draft, target, prompts, max_new_tokens=12, wiring=wiring, trace=trace)
+        same_steps(reused, alone)
