@@ -153,6 +153,29 @@ def build_cases(root: Path) -> None:
             make(root)
 
 
+def fastest(runs: dict[str, tuple], repeat: int) -> dict[str, tuple]:
+    """Each case's fastest of `repeat` interleaved rounds; runs: name -> run_cli's arguments."""
+    best: dict[str, tuple] = {}
+    for _ in range(repeat):
+        for name, arguments in runs.items():
+            run = run_cli(*arguments)
+            if name not in best or run[0] < best[name][0]:
+                best[name] = run
+    return best
+
+
+def print_table(title: str, best: dict[str, tuple], healthy: str, quiet: str,
+                shown=lambda line: line) -> None:
+    """Wall time and peak memory of each case beside the healthy run's, its exit code and the
+    first line it answered (QUIET when it printed none)."""
+    base_ms, base_mb = best[healthy][:2]
+    print(f"{title:<30} {'wall ms':>8} {'x healthy':>9} {'peak MB':>8} {'x healthy':>9} "
+          f"{'exit':>4}  answer")
+    for name, (ms, mb, code, line) in best.items():
+        print(f"{name:<30} {ms:>8.0f} {ms / base_ms:>9.2f} {mb:>8.0f} {mb / base_mb:>9.2f} "
+              f"{code:>4}  {shown(line)[:90] or quiet}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -168,18 +191,9 @@ def main() -> int:
         subprocess.run([sys.executable, __file__, "--build", str(root)], check=True)
         paths = {name: (root / make.__name__.replace("_", "-") if make else GOOD)
                  for name, make in CASES.items()}
-        best: dict[str, tuple] = {}
-        for _ in range(args.repeat):  # interleaved rounds; each case keeps its fastest run
-            for name, path in paths.items():
-                run = run_cli(command(name, path))
-                if name not in best or run[0] < best[name][0]:
-                    best[name] = run
-    base_ms, base_mb = best["healthy (bundled good draft)"][:2]
-    print(f"{'case':<30} {'wall ms':>8} {'x healthy':>9} {'peak MB':>8} {'x healthy':>9} "
-          f"{'exit':>4}  answer")
-    for name, (ms, mb, code, line) in best.items():
-        print(f"{name:<30} {ms:>8.0f} {ms / base_ms:>9.2f} {mb:>8.0f} {mb / base_mb:>9.2f} "
-              f"{code:>4}  {line[:90] or 'ok (listed)'}")
+        best = fastest({name: (command(name, path),) for name, path in paths.items()},
+                       args.repeat)
+    print_table("case", best, "healthy (bundled good draft)", "ok (listed)")
     print()
     served_table(args.repeat)
     print()
@@ -328,19 +342,9 @@ def served_rows(root: Path) -> dict[str, list[str]]:
 def served_table(repeat: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-hostile-served-") as tmp:
         rows = served_rows(Path(tmp))
-        best: dict[str, tuple] = {}
-        for _ in range(repeat):
-            for name, argv in rows.items():
-                run = run_cli(argv)
-                if name not in best or run[0] < best[name][0]:
-                    best[name] = run
-    base_ms, base_mb = best["observe, healthy fake SGLang"][:2]
-    print(f"{'observe / preflight case':<30} {'wall ms':>8} {'x healthy':>9} {'peak MB':>8} "
-          f"{'x healthy':>9} {'exit':>4}  answer")
-    for name, (ms, mb, code, line) in best.items():
-        shown = line.replace("pw-secret", "<PASSWORD SHOWN>")
-        print(f"{name:<30} {ms:>8.0f} {ms / base_ms:>9.2f} {mb:>8.0f} {mb / base_mb:>9.2f} "
-              f"{code:>4}  {shown[:90] or 'ok'}")
+        best = fastest({name: (argv,) for name, argv in rows.items()}, repeat)
+    print_table("observe / preflight case", best, "observe, healthy fake SGLang", "ok",
+                lambda line: line.replace("pw-secret", "<PASSWORD SHOWN>"))
 
 
 # ----------------------------------------------------------------------------- issue 28: bounds
@@ -413,18 +417,8 @@ def bounds_rows(root: Path) -> dict[str, tuple[list[str], str]]:
 def bounds_table(repeat: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-hostile-bounds-") as tmp:
         rows = bounds_rows(Path(tmp))
-        best: dict[str, tuple] = {}
-        for _ in range(repeat):
-            for name, (argv, python) in rows.items():
-                run = run_cli(argv, python)
-                if name not in best or run[0] < best[name][0]:
-                    best[name] = run
-    base_ms, base_mb = best["accept, healthy chain"][:2]
-    print(f"{'bounds case':<30} {'wall ms':>8} {'x healthy':>9} {'peak MB':>8} "
-          f"{'x healthy':>9} {'exit':>4}  answer")
-    for name, (ms, mb, code, line) in best.items():
-        print(f"{name:<30} {ms:>8.0f} {ms / base_ms:>9.2f} {mb:>8.0f} {mb / base_mb:>9.2f} "
-              f"{code:>4}  {line[:90] or 'ok'}")
+        best = fastest(rows, repeat)
+    print_table("bounds case", best, "accept, healthy chain", "ok")
 
 
 if __name__ == "__main__":

@@ -95,8 +95,8 @@ def named_wirings(checkpoint: str | Path, target: str | Path | None = None,
 
 
 # Below this many parameters (draft and target together) a matmul is too short for more torch
-# threads to pay: on a busy 2-core machine the bundled pair ran 2.8x slower on torch's default
-# threads than on one (benchmarks/bench_threads.py measures it).
+# threads to pay, and on a busy machine they contend (issue #26 timed the bundled pair at 2.8x
+# on torch's default threads); benchmarks/bench_threads.py compares the choice on this machine.
 SMALL_MODEL_PARAMS = 50_000_000
 
 
