@@ -18,16 +18,17 @@ $(STAMP): requirements.txt pyproject.toml
 setup: $(STAMP)
 
 # The probe's real-engine tests need side environments with SGLang 0.5.23 and vLLM 0.34.0
-# (about 40 s each from a warm pip cache, 2.3 GB); when one cannot be built here, its tests
-# skip and say why.
+# (about 40 s each from a warm pip cache, 2.3 GB, built side by side); when one cannot be built
+# here, its tests skip and say why. The tests run on TEST_WORKERS processes, a file each at a
+# time (module fixtures such as a report run once); TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	-tools/engine_env.sh sglang 0.5.23
-	-tools/engine_env.sh vllm 0.34.0
-	$(PY) -m pytest -q -p no:cacheprovider
+	-tools/engine_env.sh sglang 0.5.23 & tools/engine_env.sh vllm 0.34.0 & wait
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 # No notebooks, no model runs: the header path, engines, viz, the rules of the house.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -m "not notebook and not slow"
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not notebook and not slow"
 
 # The full report on a bundled broken draft and the tiny target into reports/demo (an earlier
 # demo there is replaced). The kit picks torch's threads for the model size itself (one here).
@@ -63,6 +64,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_accept.py --quick
 	$(PY) benchmarks/bench_hostile.py
 	$(PY) benchmarks/bench_log.py
+	$(PY) benchmarks/bench_data.py
 
 # Side environments for `eagle3-nb probe` under .cache/engines/ (on top of .venv, cached):
 # make engine-env ENGINE=sglang VERSION=0.5.23; about 35 s each with a warm pip cache.

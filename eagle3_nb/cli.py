@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"pick the layout this engine version loads ({ENGINE_FORMS})")
     conv.add_argument("--fix-d2t", action="store_true",
                       help="rewrite d2t as offsets, only when the evidence decides (never on a guess)")
+    conv.add_argument("--target-config", metavar="TARGET_CONFIG",
+                      help="the target's config.json (or directory): the copy's verdicts are "
+                           "then checked against it; without it none is printed as ok")
     conv.add_argument("--json", action="store_true")
     conv.set_defaults(func=cmd_convert)
 
@@ -136,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"engine release ({ENGINE_FORMS}; repeatable)")
     voc.add_argument("--json", action="store_true")
     voc.set_defaults(func=cmd_vocab)
+    _add_data_parser(sub)
 
     acc = sub.add_parser("accept", help="simulate speculative decoding on a local target")
     acc.add_argument("checkpoint", nargs="?", help="draft checkpoint directory")
@@ -213,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--tokenizer", metavar="TOKENIZER_JSON")
     rep.add_argument("--corpus", metavar="FILE", help="JSON Lines or text: vocabulary coverage")
     rep.add_argument("--prompts", metavar="FILE", help="JSON Lines: prompt or input_ids")
+    rep.add_argument("--train-data", metavar="PATH", help="the draft's training data (JSONL or the "
+                     "trainer's directory): notebook 05; -p chat_template FILE, -p "
+                     "serve_thinking on|off")
     rep.add_argument("--num-steps", type=int, metavar="K", help="draft depth to simulate "
                      "(default: as --launch or --observed states, else the kit's chain of "
                      f"{DEFAULT_NUM_STEPS})")
@@ -268,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("--json", action="store_true", help="one JSON object on stdout")
     lg.set_defaults(func=cmd_log)
 
-    nbs = sub.add_parser("notebooks", help="copy the five notebooks into a new directory, to open "
+    nbs = sub.add_parser("notebooks", help="copy the six notebooks into a new directory, to open "
                          "in Jupyter (their default paths still name the bundled samples)")
     nbs.add_argument("dir", help="a directory that does not exist yet")
     nbs.set_defaults(func=cmd_notebooks)
@@ -358,7 +365,8 @@ def cmd_convert(args) -> int:
     result = convert_checkpoint(args.src, args.dst, to=args.to, engine=args.engine,
                                 fix_d2t=args.fix_d2t)
     # the copy proof says the bytes arrived; whether the draft is any good is inspect's answer
-    after = inspect_checkpoint(result.dst, [args.engine] if args.engine else None).to_json()
+    after = inspect_checkpoint(result.dst, [args.engine] if args.engine else None,
+                               args.target_config).to_json()
     # the draft's own errors, and the named engine's; without --engine, what the newest
     # releases make of the new layout is shown, not held against it
     errors = sorted({f["code"] for f in after["findings"] if f["severity"] == "error"
@@ -379,8 +387,10 @@ def cmd_convert(args) -> int:
             print(f"  warning: {w}")
         print(f"the converted draft, inspected: {'errors' if errors else after['overall']}"
               + (f" ({', '.join(errors)}: eagle3-nb inspect {result.dst})" if errors else ""))
+        # "ok" only knowing the target: its layers, class and context can still fail (#25)
+        unknown = "" if args.target_config else " as far as checked (no --target-config)"
         for profile, verdict in summary["inspect"].items():
-            print(f"  {profile:<16} {verdict}")
+            print(f"  {profile:<16} {verdict}{unknown if verdict == 'ok' else ''}")
     return EXIT_OK if result.verified and not errors else EXIT_FINDINGS
 
 
@@ -391,6 +401,58 @@ def cmd_vocab(args) -> int:
 
     return _emit(args, check_vocab(args.path, args.tokenizer, args.corpus, args.engine),
                  vocab_text)
+
+
+def _add_data_parser(sub) -> None:
+    dat = sub.add_parser("data", help="was the draft trained on what it is served? (training "
+                                      "JSONL, token rows, configs, vocab mapping, dumps)")
+    dat.add_argument("path", help="training JSONL or the directory that holds the trainer's files")
+    dat.add_argument("--tokenizer", metavar="TOKENIZER_JSON_OR_DIR",
+                     help="the target's tokenizer.json (its tokenizer_config.json chat_template "
+                          "is the served template)")
+    dat.add_argument("--template", metavar="NAME",
+                     help="the trainer's registered template (SpecForge data.chat_template), to "
+                          "tokenise conversations as the trainer did; default: the config's")
+    dat.add_argument("--chat-template", metavar="FILE", help="the served chat template (.jinja)")
+    dat.add_argument("--serve-thinking", choices=("on", "off"),
+                     help="the served enable_thinking (chat_template_kwargs); default: the "
+                          "template's own default")
+    dat.add_argument("--draft", metavar="DRAFT", help="the draft checkpoint (its t2d, "
+                                                      "max_position_embeddings)")
+    dat.add_argument("--target", metavar="TARGET_DIR", help="the target model directory "
+                                                            "(serving context; tokenizer)")
+    dat.add_argument("--config", metavar="YAML", help="the training config (default: the YAML "
+                                                      "found under PATH)")
+    dat.add_argument("--prompts", metavar="FILE", help="serving prompts (JSONL prompt|text): "
+                                                       "domain check")
+    dat.add_argument("--max-length", type=int, metavar="N",
+                     help="the training max_length when no config says it")
+    dat.add_argument("--serve-context", type=int, metavar="N",
+                     help="the serving context length (default: the target's)")
+    dat.add_argument("--max-rows", type=int, metavar="N", help="read at most N rows")
+    dat.add_argument("--hidden-states", metavar="DUMPS",
+                     help="the training hidden-state dumps (hs_*.safetensors or .ckpt), one per "
+                          "row: checks 9 and, with --target, 6 (imports torch)")
+    dat.add_argument("--run-target", action="store_true",
+                     help="check 6 by running the (small, local) --target on the rows")
+    dat.add_argument("--no-progress", action="store_true", help="no progress bar")
+    dat.add_argument("--json", action="store_true")
+    dat.set_defaults(func=cmd_data)
+
+
+def cmd_data(args) -> int:
+    from eagle3_nb.checks.data import check_data
+    from eagle3_nb.viz.data import data_text
+
+    if args.max_rows is not None and args.max_rows < 1:
+        raise Eagle3NbError("--max-rows must be at least 1", "--max-rows", "pass a row count")
+    thinking = {"on": True, "off": False, None: None}[args.serve_thinking]
+    data = check_data(args.path, args.tokenizer, args.template, args.chat_template, thinking,
+                      args.draft, args.target, args.prompts, args.max_rows, args.max_length,
+                      args.serve_context, args.config,
+                      progress=not args.no_progress and sys.stderr.isatty(),
+                      hidden_states=args.hidden_states, run_target=args.run_target)
+    return _emit(args, data, data_text)
 
 
 def _emit(args, data: dict, render, checkpoint: str | None = None) -> int:
@@ -516,6 +578,7 @@ def cmd_report(args) -> int:
         hidden_states=path(args.hidden_states), engines=args.engine,
         target_config=path(args.target_config), tokenizer=path(args.tokenizer),
         corpus=path(args.corpus), prompts=path(args.prompts), observed=args.observed,
+        train_data=path(args.train_data),
         launch=args.launch, log=path(args.log), device=args.device, num_steps=args.num_steps,
         topk=args.topk,
         num_draft_tokens=args.num_draft_tokens,

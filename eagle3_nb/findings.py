@@ -54,6 +54,8 @@ CODES: dict[str, str] = {
     "NOT_A_DRAFT": "the directory holds a target (or other causal LM) model, not an EAGLE-3 draft",
     "ENGINE_MISREADS_PATH": "the engine reads the draft's path name as another model format and "
                             "fails before its config.json is read",
+    "ENGINE_READ_ONLY": "this engine's answer was read from its source, never checked with its "
+                        "own loader",
     # vocabulary mapping (d2t / t2d)
     "D2T_MISSING": "pruned draft vocab without a d2t table",
     "D2T_ABSOLUTE": "d2t holds absolute target ids instead of offsets",
@@ -72,6 +74,24 @@ CODES: dict[str, str] = {
                         "or the run crashes",
     "HIDDEN_LAYERS_DIFFER": "the engine captures other target layers than the draft was "
                             "trained on; the measured cost depends on how alike they are",
+    # training data (notebook 05, eagle3-nb data)
+    "TRAIN_TEMPLATE_MISMATCH": "the training rows were templated in another thinking mode than "
+                               "the target is served in",
+    "LOSS_MASK_EMPTY": "training rows with no supervised token (the template's assistant header "
+                       "not found)",
+    "LOSS_MASK_COVERAGE": "supervised spans that miss assistant turns or cover other tokens",
+    "TRAIN_ROWS_DROPPED": "rows or turns the trainer's parser drops, or regeneration marked failed",
+    "TRAIN_TRUNCATED": "answers cut at the training max_length",
+    "TRAIN_MAX_LENGTH_SHORT": "training max_length below the serving context or the draft's "
+                              "max_position_embeddings",
+    "TRAIN_DATA_SCALE": "how much the draft was trained on, next to the published recipes",
+    "TRAIN_DATA_OFF_POLICY": "the supervised answers are not the target's own",
+    "TRAIN_REASONING_MISMATCH": "reasoning_content or think markers disagree with how the target "
+                                "is served",
+    "VOCAB_MAPPING_STALE": "the draft vocab mapping was built from other data than the training "
+                           "rows",
+    "DUMP_MISMATCH": "hidden-state dumps disagree with the training rows or the draft config",
+    "TRAIN_DOMAIN_GAP": "the serving prompts differ in domain from the training rows",
 }
 
 
@@ -175,6 +195,9 @@ NEXT_STEPS: dict[str, str] = {
                         "installed build) differs; report the difference with the line the probe "
                         "shows so the {engine} profile can be fixed (eagle3-nb probe CKPT "
                         "--engine NAME --json)",
+    "ENGINE_READ_ONLY": "where {engine} is installed, check the answer with its own loader "
+                        "(eagle3-nb probe CKPT --engine {engine}); until then treat each "
+                        "finding as read from the code the profile cites",
     "ENGINE_AGREES": "nothing to do: the profile's answer for {engine} is confirmed by the "
                      "installed engine",
     "D2T_ARANGE_SUBTRACTED": "repair a copy: eagle3-nb convert CKPT NEW --fix-d2t (t2d decides "
@@ -211,6 +234,33 @@ NEXT_STEPS: dict[str, str] = {
     "AUX_IDS_INVALID": "write the hidden_states indices training captured (from the trainer's "
                        "run config), each once and none negative, into a copy's config.json; "
                        "then inspect the copy",
+    "TRAIN_TEMPLATE_MISMATCH": "re-tokenise the conversations with the template in the serving "
+                               "mode (SpecForge: a *-instruct template whose ignore_token drops "
+                               "the empty think block, or --reasoning save data for thinking) "
+                               "and retrain",
+    "LOSS_MASK_EMPTY": "register a trainer template whose assistant_header and end_of_turn_token "
+                       "occur in the target's rendered text, rebuild the dataset cache, retrain",
+    "LOSS_MASK_COVERAGE": "read the span edges table: fix the template registration "
+                          "(headers, train_only_last_turn) and rebuild the cache",
+    "TRAIN_ROWS_DROPPED": "drop failed rows before training (validate_regenerated_data.py) and "
+                          "fix role order so every assistant turn is kept",
+    "TRAIN_TRUNCATED": "raise max_length (--seq-length) to cover the answers whole, or drop the "
+                       "long rows",
+    "TRAIN_MAX_LENGTH_SHORT": "nothing to fix for short prompts; for long serving contexts "
+                              "train with a longer max_length",
+    "TRAIN_DATA_SCALE": "compare with the recipes quoted; more on-policy data is the usual "
+                        "next step when acceptance plateaus",
+    "TRAIN_DATA_OFF_POLICY": "regenerate the answers with the target itself (temperature 0) "
+                             "and retrain",
+    "TRAIN_REASONING_MISMATCH": "regenerate with the reasoning mode the target is served in "
+                                "(--reasoning save for thinking, disable otherwise) and validate "
+                                "with --strict-think-markers",
+    "VOCAB_MAPPING_STALE": "delete the cached vocab_mapping/token_freq file, rebuild it from "
+                           "this data, retrain the draft head",
+    "DUMP_MISMATCH": "regenerate the hidden states from these exact rows with the aux layer "
+                     "ids of the draft config",
+    "TRAIN_DOMAIN_GAP": "add training data like the serving prompts (regenerated by the "
+                        "target), or rebuild the vocab mapping from it",
     "NOT_A_DRAFT": "pass the EAGLE-3 draft's directory (an fc weight and an Eagle3 architecture) "
                    "as the checkpoint; this directory is the target: give it as --target-config "
                    "(or --target)",

@@ -232,6 +232,7 @@ def load_dump_run(checkpoint: str | Path, hidden_states: str | Path, engines: li
     dev, dtype = pick_device(device)
     named = named_wirings(checkpoint, target, engines)
     draft = load_draft(named.ckpt, dev, dtype, embed_from=target)
+    apply_threads(draft)
     ids = parse_layer_ids(dump_layer_ids)
     samples = read_dump(hidden_states, **({"layer_ids": ids} if ids else {}))
     samples = (samples if isinstance(samples, list) else [samples])[:n_samples]

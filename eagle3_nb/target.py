@@ -655,6 +655,83 @@ def read_specforge_dump(path_or_dir: str | Path, layer_ids: Sequence[int] | None
                              "final_norm" if last is not None else None)
 
 
+SAVESTATE_KEYS = ("input_ids", "hidden_state")
+
+
+def read_savestate_dump(path_or_dir: str | Path, layer_ids: Sequence[int] | None = None,
+                        dtype: torch.dtype | None = None) -> list:
+    """Read TensorRT-LLM SaveState dumps (speculative_config decoding_type: SaveState; its
+    SaveHiddenStatesDrafter._write_to_file, tensorrt_llm/_torch/speculative/save_hidden_state.py,
+    read in the stored NVIDIA/TensorRT-LLM main): `<file_prefix>_<iter>.pt`, a torch.save'd list
+    of one dict per request with `id`, `input_ids` [T], `hidden_state` [T, H] (the last captured
+    state, the final post-norm one: SaveState always captures -1) and, with more than one
+    capture layer, `hidden_state_features` [T, A*H] (the aux layers, ascending). A file or a
+    directory of *.pt -> the list of samples, in file then record order. Loaded only with
+    torch.load(weights_only=True), after the file's size is bounded."""
+    files = _dump_files(path_or_dir, "*.pt", False, ".pt")
+    if files is not None:
+        return [s for f in files for s in read_savestate_dump(f, layer_ids, dtype)]
+    path = Path(path_or_dir)
+    where = str(path)
+    records = _load_torch_records(path, where)
+    return [_savestate_sample(r, i, layer_ids, dtype, where) for i, r in enumerate(records)]
+
+
+def _load_torch_records(path: Path, where: str) -> list:
+    if not path.is_file():  # a FIFO or device would block torch.load
+        raise DumpFormatError("is not a regular file", where, "point at the dump file itself")
+    check_torch_file(path)
+    _check_sample_size(path.stat().st_size, where)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = (str(exc).strip().splitlines() or ["unpickling refused"])[0]
+        raise UnsafeInputError(f"the .pt needs more than plain tensors to load ({first})", where,
+                               "the kit loads pickles only with weights_only=True") from None
+    except (RuntimeError, EOFError, OSError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise DumpFormatError(f"cannot read the .pt ({first})", where,
+                              "the file is truncated or not a torch.save file") from None
+    if not isinstance(obj, list) or not obj or not all(isinstance(r, dict) for r in obj):
+        raise DumpFormatError(f"the .pt holds a {type(obj).__name__}, not a list of records",
+                              where, "a SaveState dump is a list of dicts with input_ids and "
+                              "hidden_state")
+    return obj
+
+
+def _savestate_sample(record: dict, i: int, layer_ids, dtype, where: str) -> HiddenStateSample:
+    at = f"{where} [record {i}]"
+    missing = [k for k in SAVESTATE_KEYS if not isinstance(record.get(k), torch.Tensor)]
+    if missing:
+        raise DumpFormatError(f"missing or non-tensor key(s) {missing} (has "
+                              f"{sorted(map(str, record))})", at, "a SaveState record has "
+                              "input_ids, hidden_state and hidden_state_features tensors")
+    tokens = _token_ids(_drop_batch(record["input_ids"], 1, "input_ids", at), "input_ids", at)
+    last = _drop_batch(record["hidden_state"], 2, "hidden_state", at)
+    feats = record.get("hidden_state_features")
+    if not isinstance(feats, torch.Tensor):
+        raise DumpFormatError("no hidden_state_features: the dump captured one layer, so it "
+                              "holds no aux states for fc", at, "dump with eagle3_layers_to_"
+                              "capture naming the aux layers (SaveState adds -1 itself)")
+    aux = _drop_batch(feats, 2, "hidden_state_features", at)
+    T = tokens.shape[0]
+    for key, t in (("hidden_state", last), ("hidden_state_features", aux)):
+        if t.shape[0] != T:
+            raise DumpFormatError(f"{key} has {t.shape[0]} positions, input_ids {T}", at,
+                                  "every entry must describe the same sequence")
+    if aux.shape[-1] % last.shape[-1]:
+        raise DumpFormatError(f"hidden_state_features width {aux.shape[-1]} is not a multiple "
+                              f"of hidden_state width {last.shape[-1]}", at,
+                              "the features must concatenate whole target layers")
+    if dtype is not None:
+        aux, last = aux.to(dtype), last.to(dtype)
+    ids = list(layer_ids) if layer_ids is not None else None
+    return HiddenStateSample(tokens, aux.contiguous(), last.contiguous(), None, ids, at,
+                             "savestate", "final_norm")
+
+
 def check_dump_headers(path: str | Path) -> int:
     """Validate every dump file under `path` without reading its states: speculators files by
     their safetensors header (keys, size), SpecForge files by their zip directory and size.
@@ -662,6 +739,8 @@ def check_dump_headers(path: str | Path) -> int:
     p = Path(path)
     if p.is_dir() and next(p.glob("hs_*.safetensors"), None):
         files = _dump_files(p, "hs_*.safetensors", False, "hs_*.safetensors")
+    elif p.is_dir() and next(p.glob("*.pt"), None):
+        files = _dump_files(p, "*.pt", False, ".pt")
     elif p.is_dir():
         files = _dump_files(p, "*.ckpt", True, ".ckpt")
     else:
@@ -675,7 +754,7 @@ def check_dump_headers(path: str | Path) -> int:
                 raise DumpFormatError(f"missing key(s) {missing}", where, "a speculators dump "
                                       "has hidden_states [seq, layers, H] and token_ids [seq]")
             _check_sample_size(sum(t.nbytes for t in header.tensors.values()), where)
-        elif f.suffix == ".ckpt":
+        elif f.suffix in (".ckpt", ".pt"):
             check_torch_file(f)
             _check_sample_size(f.stat().st_size, where)
         else:
@@ -685,20 +764,26 @@ def check_dump_headers(path: str | Path) -> int:
 
 
 def read_dump(path: str | Path, **kwargs):
-    """Dispatch on what is there: hs_*.safetensors -> speculators, *.ckpt -> SpecForge."""
+    """Dispatch on what is there: hs_*.safetensors -> speculators, *.ckpt -> SpecForge, *.pt ->
+    SaveState (a list of samples per file)."""
     p = Path(path)
     if p.is_file():
         if p.suffix == ".safetensors":
             return read_speculators_dump(p, **kwargs)
         if p.suffix == ".ckpt":
             return read_specforge_dump(p, **kwargs)
+        if p.suffix == ".pt":
+            return read_savestate_dump(p, **kwargs)
         raise DumpFormatError(f"unknown dump file type {p.suffix!r}", str(p),
-                              "pass an hs_*.safetensors or a .ckpt file")
+                              "pass an hs_*.safetensors, a .ckpt or a SaveState .pt file")
     if p.is_dir():
         if next(p.glob("hs_*.safetensors"), None):
             return read_speculators_dump(p, **kwargs)
         if next(p.rglob("*.ckpt"), None):
             return read_specforge_dump(p, **kwargs)
-        raise DumpFormatError("neither hs_*.safetensors nor *.ckpt files here", str(p),
-                              "pass a speculators or SpecForge hidden-state dump directory")
+        if next(p.glob("*.pt"), None):
+            return read_savestate_dump(p, **kwargs)
+        raise DumpFormatError("neither hs_*.safetensors, *.ckpt nor *.pt files here", str(p),
+                              "pass a speculators, SpecForge or SaveState hidden-state dump "
+                              "directory")
     raise DumpFormatError("no such file or directory", str(p), "pass a dump file or directory")

@@ -133,7 +133,8 @@ def test_malformed_engine_spec(spec):
 
 def test_no_engine_means_each_engines_newest_releases_and_all_means_every_range():
     newest = resolve_engines(None)
-    assert [p.range_text() for p in newest] == ["sglang 0.5.17 .. 0.5.23", "vllm 0.34.0"]
+    assert [p.range_text() for p in newest] == ["sglang 0.5.17 .. 0.5.23",
+                                                "trtllm 1.3.0rc29 .. 1.4.0rc1", "vllm 0.34.0"]
     assert resolve_engines(["all"]) == list(PROFILES)
 
 

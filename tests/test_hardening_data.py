@@ -134,7 +134,7 @@ def test_notebooks_rerun_reclaims_only_its_own_killed_staging(run_cli, tmp_path)
     assert rc == 0, err
     assert not staged.exists() and "removed" in err
     assert (foreign / "keep.txt").read_text() == "mine" and alive.is_dir()
-    assert len(list(dest.glob("*.ipynb"))) == 5
+    assert len(list(dest.glob("*.ipynb"))) == 6
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [".nbs.eagle3nb-tmp-alive", ".nbs.eagle3nb-tmp-mine", "nbs"])
 

@@ -117,7 +117,8 @@ def test_inspect_imports_no_torch_plotly_transformers(extra):
 
 def test_engines_command_lists_ranges(run_cli):
     rc, out, _ = run_cli("engines")
-    assert rc == 0 and "sglang 0.5.8 .. 0.5.10.post1" in out and "vllm 0.30.0 .. 0.33.0" in out
+    assert rc == 0 and "sglang 0.5.8 .. 0.5.10.post1" in out and "vllm 0.30.0 .. 0.32.0" in out \
+        and "vllm 0.33.0 " in out
 
 
 def test_no_stats_never_says_ok_about_what_it_did_not_read(run_cli):

@@ -60,7 +60,7 @@ def test_a_command_file_with_continuations(tmp_path):
 
 def test_not_a_serving_command(run_cli):
     rc, _, err = run_cli("inspect", DRAFTS / "good", "--no-stats", "--launch", "python train.py")
-    assert rc == 2 and "starts no SGLang or vLLM server" in err
+    assert rc == 2 and "starts no SGLang or TensorRT-LLM or vLLM server" in err
 
 
 def test_a_long_one_line_command_is_read_as_a_command_not_a_file_name():

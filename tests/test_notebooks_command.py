@@ -12,7 +12,7 @@ def test_copies_the_notebooks_into_a_new_directory(run_cli, tmp_path):
     assert rc == 0, err
     names = sorted(p.name for p in dest.iterdir())
     assert names == sorted(p.name for p in notebooks_dir().glob("[0-9][0-9]_*.ipynb"))
-    assert len(names) == 5
+    assert len(names) == 6
     for name in names:
         assert (dest / name).read_bytes() == (notebooks_dir() / name).read_bytes()
         json.loads((dest / name).read_text())

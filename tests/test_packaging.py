@@ -10,6 +10,7 @@ finder for eagle3_nb never runs there: only the installed wheel can answer `impo
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -85,6 +86,12 @@ def test_demo_runs_from_a_non_editable_install(installed, tmp_path):
                                # nbconvert's templates, installed with the dependencies
                                "JUPYTER_PATH": str(Path(sys.prefix) / "share" / "jupyter")})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    # its stderr holds its progress lines only (no kernel port race, no warning): the one demo
+    # run of the suite checks what tests/test_setup_noise.py checks of `make setup` and `make lab`
+    assert "Traceback" not in proc.stderr and "Error" not in proc.stderr, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("eagle3-nb report ")
+    assert all(re.match(r"\[\d/\d\] \d\d_\w+ \.\.\. ok \(", line) for line in lines[1:]), lines
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     ran = {s["notebook"]: s["status"] for s in summary["notebooks"]}
     assert ran and all(status == "ok" for status in ran.values()), ran

@@ -61,7 +61,8 @@ def test_module_entry_from_inside_the_checkpoint_imports_none_of_its_files(tmp_p
 def test_side_environment_console_script_from_inside_the_checkpoint(tmp_path, engine):
     script = _side_env(engine)
     if script is None:
-        pytest.skip(f"no side environment for {engine} (make engine-env ENGINE={engine})")
+        pytest.skip(f"no side environment for {engine} under .cache/engines (tools/engine_env.sh "
+                    "builds one where the engine's wheel installs on this machine)")
     ckpt, marker = _tripwired(tmp_path)
     r = subprocess.run([str(script), "probe", ".", "--engine", engine], cwd=ckpt,
                        capture_output=True, text=True, timeout=600)

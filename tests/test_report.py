@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import html
 import json
 import os
 import shutil
@@ -203,6 +204,8 @@ def test_full_run_findings_are_merged_and_ordered(full):
     assert dropped["notebooks"][:2] == ["00_triage", "01_checkpoint_keys"]
     assert f"--engine {ENGINES[0]}" in dropped["todo"] and dropped["meaning"]
     assert all(f["todo"] for f in findings)
+    # the front page's "what to do" column carries the command that does the step
+    assert dropped["command"] and html.escape(f"$ {dropped['command']}") in full["index"]
     assert "03_hidden_state_shapes" in NAMES  # notebook 03's own finding on the dropped layer
     collapse = merged[next(k for k in merged if k[0] == "HIDDEN_COLLAPSES")]
     assert collapse["engine"] == ENGINES[0] and "03_hidden_state_shapes" in collapse["notebooks"]
@@ -376,7 +379,7 @@ def test_exit_code_follows_fail_on():
     pytest.param(["{draft}", "--device", "cuda"], "no GPU", marks=pytest.mark.skipif(
         __import__("torch").cuda.is_available(), reason="a GPU is visible")),
     (["{draft}", "--out", "{draft}/report"], "inside the checkpoint"),
-    (["{draft}", "--launch", "echo hello"], "starts no SGLang or vLLM server"),
+    (["{draft}", "--launch", "echo hello"], "starts no SGLang or TensorRT-LLM or vLLM server"),
 ])
 def test_bad_input_exits_2_and_writes_nothing(args, words, tmp_path, capsys):
     draft = tmp_path / "draft"
@@ -661,3 +664,19 @@ def test_report_launch_findings_reach_the_front_page(tmp_path):
     assert launch[0]["evidence"]["launch"]["num_steps"] == 3
     index = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
     assert "LAUNCH_SETTING" in index and "--speculative-algorithm is EAGLE" in index
+
+
+def test_a_findings_own_step_wins_on_the_front_page():
+    """A finding that brings its own next step (a log signature's, or convert ruled out:
+    checks.load) is told that step in the report, not its code's default."""
+    own = {"code": "KEYS_DROPPED", "severity": "error", "engine": ENGINES[0], "message": "m",
+           "notebooks": ["01_checkpoint_keys"], "next_step": "the finding's own step",
+           "command": None}
+    group = report_run.group_findings([own], str(LAYERS0))[0]
+    assert group["todo"] == "the finding's own step" and group["command"] is None
+    step = report_run.Step("01_checkpoint_keys", Path("01_checkpoint_keys.ipynb"), {})
+    step.summary = {"findings": [{**own, "evidence": {"next_step": "the finding's own step",
+                                                       "command": None}}]}
+    merged = report_run.merge_findings([step], str(LAYERS0))[0]
+    assert merged["todo"] == "the finding's own step" and merged["command"] is None
+

@@ -104,6 +104,9 @@ def test_train_flag_trains_target_then_draft_then_builds_then_measures(monkeypat
     monkeypatch.setattr(samples, "build_samples",
                         lambda out, trained_dir=None: calls.append(("build", out, trained_dir)))
     monkeypatch.setattr(samples, "record_separation", lambda out: calls.append(("separation", out)))
+    monkeypatch.setattr(samples, "write_answers", lambda out: calls.append(("answers", out)))
     samples.main(["--train", "--out", str(tmp_path)])
-    assert calls == [tmp_path, ("draft", tmp_path), ("build", tmp_path, tmp_path),
-                     ("separation", tmp_path)]
+    # the target's own answers (data_samples/training/) come from the trained target, before
+    # the build that writes the training sets from them
+    assert calls == [tmp_path, ("draft", tmp_path), ("answers", tmp_path),
+                     ("build", tmp_path, tmp_path), ("separation", tmp_path)]

@@ -284,6 +284,13 @@ VLLM_MARKERS: tuple[Marker, ...] = (
     Marker("dialects (speculators)", (P(V_SPEC, "exists"),),
            "transformers_utils/configs/speculators/ reads speculators-format configs",
            "0.10.1: dfbc1f8880 (#21345)", {"n": "flat", "y": "flat+spec"}),
+    Marker("refuses_local_verifier",
+           (P("vllm/transformers_utils/config.py", "has", r"must name a remote model repository",
+              "maybe_override_with_speculators"),),
+           "maybe_override_with_speculators raises for a speculators verifier that is a local "
+           "path (or not a valid repo id); before, the verifier's name_or_path is served as is",
+           "0.33.0: no fork history (read in the 0.32.0 and 0.33.0 wheels)",
+           {"n": "served", "y": "refused"}),
     Marker("speculators_layer_types / has_q_k_norm",
            (P(V_SPEC, "has", r"Unsupported model_type", "*update_eagle3"),
             P(MODELS + "qwen3_eagle3.py", "exists")),

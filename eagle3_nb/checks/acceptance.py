@@ -325,6 +325,10 @@ def _stated_by_engine(launch, observed, default: Drafting | None,
         _bounded(steps, topk or 1, tokens, where, limits)
         return Drafting(steps, topk or 1, tokens,
                         f"the server's own arguments ({observed.source})"), where
+    if launch is not None and getattr(launch, "refuses_simulation", ""):
+        raise Eagle3NbError(f"cannot simulate this serving config: {launch.refuses_simulation}",
+                            _launch_where(launch), "simulate a chain instead (give --num-steps "
+                            "without --launch), or serve a chain to compare with")
     if launch is not None and (launch.num_steps or launch.topk or launch.num_draft_tokens):
         where = _launch_where(launch)
         steps, topk, tokens = (_count(getattr(launch, k), k, where, allow_unset=True)

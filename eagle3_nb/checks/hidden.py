@@ -19,8 +19,9 @@ from eagle3_nb.drift import features_drift, mean_layer_similarity, weighted_mean
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.findings import sort_findings
 from eagle3_nb.model import Wiring, as_engine_leaves, load_draft
-from eagle3_nb.session import (REFERENCE, FeatureSource, LiveFeatures, NotInDump, engines_with,
-                               load_dump_run, named_wirings, pick_device, read_prompts)
+from eagle3_nb.session import (REFERENCE, FeatureSource, LiveFeatures, NotInDump, apply_threads,
+                               engines_with, load_dump_run, named_wirings, pick_device,
+                               read_prompts)
 from eagle3_nb.target import TargetModel
 from eagle3_nb.trace import trace_shapes
 from eagle3_nb.uncertainty import paired_difference, ratio_se, verdict
@@ -51,6 +52,7 @@ def check_hidden_states(checkpoint: str | Path, target: str | Path | None = None
     chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in named.profiles]
     tgt = TargetModel.load(target, device=dev, dtype=dtype)
     draft = load_draft(named.ckpt, dev, dtype, embed_from=target)
+    threads = apply_threads(tgt.model, draft)
     samples = read_prompts(prompts, tgt, n_samples)
     # one target pass per prompt serves every wiring's drift and the layer similarity
     live = LiveFeatures.run(tgt, samples)
@@ -61,7 +63,7 @@ def check_hidden_states(checkpoint: str | Path, target: str | Path | None = None
             "hidden_size": cfg.H, "trained_width": draft.fc.in_features,
             "num_layers": info.num_hidden_layers, "wirings": rows,
             "trained_layer_ids": list(presets["trained"].layer_ids or ()) or None,
-            "layer_similarity": mean_layer_similarity(live.outs)}
+            "layer_similarity": mean_layer_similarity(live.outs), "threads": threads.label()}
     data["findings"] = [f.to_json() for f in sort_findings(hidden_findings(data))]
     return data
 

@@ -169,6 +169,8 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     profiles = resolve_engines(engines)
     shapes = {name: t.shape for name, t in ckpt.tensors.items()}
     plans = [plan_load(p, cfg, shapes, target) for p in profiles]
+    if not why:
+        _settle_convert_advice(ckpt, plans, target)
     schema = schema_diff(cfg, shapes)
     findings = checkpoint_findings(ckpt, cfg, schema)
     if target is not None:
@@ -192,6 +194,7 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     if reading is not None:
         findings += reading.findings
     findings += path_findings(getattr(settings, "draft", None) or str(ckpt.path), plans)
+    findings = _settle_d2t_advice(ckpt, findings)
     weights_at = _target_weights_dir(target_config)
     if stats and weights_at is not None:
         findings += embedding_findings(ckpt, weights_at, plans)
@@ -226,12 +229,56 @@ def _draft_config(ckpt: Checkpoint, not_a_draft: str) -> DraftConfig:
         raise
 
 
+# the next step of a finding the engine's converted copy would still have (its code's step
+# names the conversion, findings.NEXT_COMMANDS): what is left once converting is ruled out
+NO_CONVERSION_STEP = ("converting a copy for {engine} does not remove this (the kit planned "
+                      "the copy: {engine} still reports it); serve with a release whose verdict "
+                      "is ok, or fix what the message names where the draft was exported")
+
+
+def _settle_convert_advice(ckpt: Checkpoint, plans: list[LoadPlan], target) -> None:
+    """Findings whose way out is `eagle3-nb convert ... --engine` (#25: advice checked by
+    following it): the copy that command writes is planned from headers (convert.preview) and,
+    where the engine reports the same code for it, the finding brings its own step and no
+    command instead of advice that changes nothing."""
+    from eagle3_nb.convert import preview   # the same layer; only for drafts with such findings
+    from eagle3_nb.findings import NEXT_COMMANDS
+
+    convert = NEXT_COMMANDS.get("KEYS_DROPPED")
+    for plan in plans:
+        if not any(NEXT_COMMANDS.get(f.code) == convert for f in plan.findings):
+            continue
+        copy = preview(ckpt, plan.profile)
+        left = ({f.code for f in plan_load(plan.profile, copy[0], copy[1], target).findings}
+                if copy is not None else {f.code for f in plan.findings})
+        plan.findings[:] = [
+            replace(f, evidence={**f.evidence, "command": None, "next_step":
+                                 NO_CONVERSION_STEP.format(engine=plan.profile.key)})
+            if NEXT_COMMANDS.get(f.code) == convert and f.code in left else f
+            for f in plan.findings]
+
+
+def _settle_d2t_advice(ckpt: Checkpoint, findings: list[Finding]) -> list[Finding]:
+    """A missing d2t is rebuilt by `convert --fix-d2t` only from a t2d the checkpoint ships:
+    without one, the command would be refused, so the finding brings the step that is left."""
+    if "t2d" in {split_key(n).canonical for n in ckpt.tensors}:
+        return findings
+    step = ("no t2d in the checkpoint to rebuild d2t from (convert --fix-d2t needs one): "
+            "rebuild d2t from the trainer's vocab mapping or token counts, in a copy")
+    return [replace(f, evidence={**f.evidence, "command": None, "next_step": step})
+            if f.code == "D2T_MISSING" else f for f in findings]
+
+
 def _settle_launch_conditions(plans: list[LoadPlan], settings) -> None:
     """Known bugs whose condition is the serving command's: with the command at hand, a bug
-    that needs an unset method goes when the command names one, and is a warning when not."""
+    that needs an unset method goes when the command names one, and is a warning when not. The
+    plan's defaulted aux ids go where the command itself gives the ids."""
     for plan in plans:
         kept = []
         for f in plan.findings:
+            if f.code == "AUX_LAYERS_DEFAULTED" and getattr(settings, "aux_ids", None) is not None \
+                    and settings.engine == plan.profile.name:
+                continue  # the command names the ids: its own check judges them
             if f.evidence.get("needs") == "launch_method_unset":
                 if settings.method:
                     continue

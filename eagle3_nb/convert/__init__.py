@@ -198,7 +198,9 @@ def _ids_where_the_engine_reads(profile, ckpt: Checkpoint, config: dict) -> list
 def _target_for_engine(profile) -> Target:
     """The layout a profile loads, read from its data: the decoder parameter names it builds
     and the config dialects it starts from."""
-    keys = "keep" if "{i}" in profile.decoder_param else "midlayer"
+    # a bare midlayer for a one-layer draft with no rename from layers.0 reads midlayer.* only
+    only_midlayer = bool(profile.single_layer_param) and not profile.regex_renames
+    keys = "keep" if "{i}" in profile.decoder_param and not only_midlayer else "midlayer"
     config = "keep" if len(profile.dialects) > 1 else next(iter(profile.dialects))
     what = ("model.midlayer.* only" if keys == "midlayer" else "both key layouts")
     dialects = " and ".join(sorted(profile.dialects))
@@ -788,6 +790,20 @@ def _kit_version() -> str:
 
 # --------------------------------------------------------------------------------------------
 # entry point
+
+
+def preview(ckpt: Checkpoint, profile) -> tuple[DraftConfig, dict[str, tuple[int, ...]]] | None:
+    """What `convert CKPT NEW --engine PROFILE` would write, from headers and JSON only: the
+    copy's parsed config and its tensor shapes by name; None when the conversion is refused.
+    Advice that names the conversion is checked against it (checks.load)."""
+    try:
+        target = _target_for_engine(profile)
+        entries, _ = _plan_keys(ckpt, target)
+        config, _, _ = _build_config(ckpt, ckpt.config, target, entries)
+        _ids_where_the_engine_reads(profile, ckpt, config)
+        return parse_config(config), {e.new: tuple(e.info.shape) for e in entries}
+    except Eagle3NbError:
+        return None
 
 
 def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, to: str | None = None,

@@ -63,12 +63,16 @@ _RESOLVED: dict[tuple[str, str], EngineProfile] = {}
 
 def published_release(name: str, version: str) -> str | None:
     """The published release VERSION names ('0.33' -> '0.33.0'), or None for a build that was
-    never published (a dev or rc build, a local build, a release after the survey)."""
-    if not is_plain_release(version):
-        return None
-    key = release_key(version)
+    never published (a dev or rc build, a local build, a release after the survey). A
+    pre-release counts only where the engine lists it among its releases (an engine whose
+    newest line ships as release candidates)."""
     found = engines().get(name)
-    return next((r for r, _ in found.releases if release_key(r) == key), None) if found else None
+    if found is None:
+        return None
+    if not is_plain_release(version):
+        return next((r for r, _ in found.releases if r == str(version).strip()), None)
+    key = release_key(version)
+    return next((r for r, _ in found.releases if release_key(r) == key), None)
 
 
 # NAME==VERSION, NAME:VERSION (papermill cannot show a "=" in a parameter's help comment, so the

@@ -36,14 +36,16 @@ def with_advice(data: dict[str, Any], inputs: dict[str, str] | None = None,
     """DATA (a check's JSON form) with `next_step` and `command` in every one of its findings,
     as the report's "what to do" column says them: the step for the finding's engine, the
     command filled in with the checkpoint (DATA's own unless given) and the INPUTS the command
-    was given (placeholder -> value, see findings.next_command). A step the finding brings
-    itself (an engine log signature's) wins over the code's."""
+    was given (placeholder -> value, see findings.next_command). A step or a command the
+    finding brings itself (an engine log signature's step; None where the code's command would
+    change nothing, checks.load) wins over the code's."""
     ckpt = checkpoint or data.get("checkpoint")
     for f in data.get("findings") or []:
         engines = [f.get("engine")]
-        f["next_step"] = (f.get("evidence") or {}).get("next_step") or \
-            next_step(f["code"], engines, ckpt)
-        f["command"] = next_command(f["code"], engines, ckpt, inputs)
+        own = f.get("evidence") or {}
+        f["next_step"] = own.get("next_step") or next_step(f["code"], engines, ckpt)
+        f["command"] = own["command"] if "command" in own else \
+            next_command(f["code"], engines, ckpt, inputs)
     return data
 
 
@@ -56,7 +58,10 @@ def engine_facts(engine: str) -> dict[str, str] | None:
         return None
     if p.eagle3_since:  # no EAGLE-3 in that release: no facts to give
         return None
-    where = (", then ".join(AUX_ID_PLACES[s] for s in p.aux_id_sources) or
+    launch = (f"the launch config, never the draft's ({p.aux_ids_launch_line.split(':')[0]}, "
+              f"as hidden_states index {p.aux_ids_launch_offset:+d})"
+              if p.aux_ids_launch_line else "")
+    where = (", then ".join(AUX_ID_PLACES[s] for s in p.aux_id_sources) or launch or
              "no config at all (this release captures the defaults [2, L//2, L-3]; upgrade to "
              "choose the layers)")
     rule = p.aux_rules.get("llama")

@@ -37,6 +37,11 @@ class LaunchSettings:
     # where the draft comes from when the command names none but the engine may still find one
     # (the served model being a speculators checkpoint): said, and the check is a warning
     implied_draft: str = ""
+    # why a simulation of what the engine drafts is refused ("": it can be simulated)
+    refuses_simulation: str = ""
+    # the aux layer ids the command itself gives, in the engine's own numbering (an engine that
+    # takes them from its launch config, never from the draft); None: it gives none
+    aux_ids: list[int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "flags"}
@@ -53,6 +58,11 @@ def read_launch(text_or_file: str) -> LaunchSettings:
     elif len(text) > MAX_COMMAND_BYTES:
         raise ConfigError(f"the launch command is {len(text)} characters long: not a serving "
                           "command", "--launch", "pass the command as you run it")
+    for found in engines().values():
+        settings = found.launch.read_text(text) if found.launch and found.launch.read_text \
+            else None
+        if settings is not None:
+            return _within_bounds(settings)
     try:
         words = shlex.split(text.replace("\\\n", " "))
     except ValueError as exc:

@@ -129,7 +129,8 @@ DRAFT_CLASS_FIELDS = (
     "fc_aux_top_level_layer_types", "has_input_norm", "has_fc_norm", "has_q_k_norm",
     "extra_layer_attn_norm", "extra_layers_have_hidden_norm", "flags", "drop_when_off",
     "missing_draft_vocab_error", "target_hidden_null_breaks_fc", "d2t_param",
-    "d2t_param_needs_pruned_vocab", "fc_skip_when_width_is_hidden")
+    "d2t_param_needs_pruned_vocab", "fc_skip_when_width_is_hidden", "single_layer_param",
+    "regex_renames", "extra_layers_have_input_norm", "unused_unless")
 
 
 def draft_class_profile(profile: EngineProfile, cfg: DraftConfig) -> EngineProfile:
@@ -192,7 +193,9 @@ def _engine_params(profile: EngineProfile, cfg: DraftConfig, num_aux: int,
     def add(name, kind, shape, shard=None):
         params.setdefault(name, ParamSpec(kind)).shards[shard] = tuple(shape)
 
-    if profile.embed_policy != "target_always":  # else the draft builds no embedding at all
+    if profile.embed_policy != "target_always" and all(  # else the draft builds none at all
+            module != "embed_tokens" or switch_on(switch, cfg)
+            for module, switch in profile.unused_unless):
         add("model.embed_tokens.weight", "embedding", (cfg.vocab_size, H))
     add("model.fc.weight", "linear", (H, num_aux * Ht))
     if profile.has_input_norm and flags["norm_before_fc"]:
@@ -203,6 +206,8 @@ def _engine_params(profile: EngineProfile, cfg: DraftConfig, num_aux: int,
     n_layers = cfg.num_hidden_layers if "{i}" in profile.decoder_param else 1
     for i in range(n_layers):
         p = profile.decoder_param.format(i=i)
+        if n_layers == 1 and profile.single_layer_param:
+            p = profile.single_layer_param
         width = 2 * H if i == 0 else H
         if profile.draft_attention == "mla":
             _mla_params(profile, cfg, p, width, add)
@@ -230,7 +235,8 @@ def _mlp_and_norms(profile: EngineProfile, cfg: DraftConfig, p: str, i: int, add
     add(f"{p}mlp.gate_up_proj.weight", "linear", (inter, H), 0)
     add(f"{p}mlp.gate_up_proj.weight", "linear", (inter, H), 1)
     add(f"{p}mlp.down_proj.weight", "linear", (H, inter))
-    add(f"{p}input_layernorm.weight", "norm", (H,))
+    if i == 0 or profile.extra_layers_have_input_norm:
+        add(f"{p}input_layernorm.weight", "norm", (H,))
     add(f"{p}post_attention_layernorm.weight", "norm", (H,))
     if i == 0 or profile.extra_layers_have_hidden_norm:
         add(f"{p}hidden_norm.weight", "norm", (H,))
@@ -249,6 +255,14 @@ def _mla_params(profile: EngineProfile, cfg: DraftConfig, p: str, width: int, ad
             add(f"{p}self_attn{fused[0]}.weight", kind, shape, fused[1])
         else:
             add(f"{p}self_attn.{name}.weight", kind, shape)
+
+
+# EngineProfile.unused_unless switches: whether the engine builds the module for this draft
+UNUSED_SWITCHES = {"target_hidden_differs": lambda cfg: cfg.Ht != cfg.H}
+
+
+def switch_on(switch: str, cfg: DraftConfig) -> bool:
+    return UNUSED_SWITCHES[switch](cfg)
 
 
 def _multimodal(target: TargetInfo | None) -> bool:
@@ -276,11 +290,20 @@ BUG_CONDITIONS = {
     "target_minimax_m2": lambda c: c.target is not None
     and any("MiniMaxM2" in a for a in c.target.architectures),
     "no_d2t": lambda c: not any(split_key(k).canonical == "d2t" for k in c.shapes),
+    "target_llama4": lambda c: c.target is not None
+    and c.target.model_type.lower() in ("llama4", "llama4_text"),
+    "target_fp8": lambda c: c.target is not None and "fp8" in (c.target.quantization or "").lower(),
+    "target_mistral": lambda c: c.target is not None
+    and c.target.model_type.lower().startswith("mistral"),
 }
 
 # What a bug's condition needs beyond the draft (KnownBug.needs): said, not asserted, until given
 NEEDS = {"launch_method_unset": "only if the serving command names no method (not given: pass "
                                 "--launch to check): "}
+# Why a draft context shorter than the target's lowers acceptance whatever the engine: the
+# public thread where it did (a draft trained on 2k, served past it)
+CONTEXT_CITE = ("sglang#6783 (acceptance drops on prompts past the draft's training window; "
+                "the draft's max_position_embeddings against the target's)")
 # What a known bug does to the plan, where the bug applies its effect (KnownBug.effect)
 BUG_EFFECTS = ("nested_aux_ids_ignored",)  # aux ids are not read from eagle_config
 
@@ -305,6 +328,9 @@ class _Ctx:
     # --- startup ---------------------------------------------------------------------------
     def report_unverified(self) -> None:
         p = self.p
+        if p.caveat and not p.eagle3_since:
+            self.add("ENGINE_READ_ONLY", INFO, f"{p.name} {p.version}: {p.caveat}",
+                     cite=p.evidence)
         if p.eagle3_since:
             self.add("LOAD_ERROR", ERROR, f"{p.name} {p.version} predates EAGLE-3 in {p.name} "
                      f"(first in {p.eagle3_since}): it has no EAGLE-3 draft model",
@@ -381,12 +407,15 @@ class _Ctx:
 
     # --- weights ---------------------------------------------------------------------------
     def key_fate(self, key: str) -> KeyFate:
-        name, renamed = key, False
+        name, renamed = self._regex_renamed(key)
         for old, new in self.p.renames:
             if old in name:
                 name, renamed = name.replace(old, new), True
         if "t2d" in name:
             return KeyFate(key, SKIPPED, None, "t2d is never read")
+        unused = self._unused(name)
+        if unused:
+            return KeyFate(key, SKIPPED, None, unused)
         dropped = self._dropped_when_off(name)
         if dropped:
             return KeyFate(key, DROPPED, None, dropped)
@@ -417,6 +446,24 @@ class _Ctx:
                 name, shard = name.replace(weight_part, param_part), sh
                 break
         return self._load(key, name, shard, renamed)
+
+    def _regex_renamed(self, key: str) -> tuple[str, bool]:
+        """The profile's anchored renames for this draft's depth (one decoder layer or more)."""
+        depth = "single" if self.cfg.num_hidden_layers == 1 else "multi"
+        name = key
+        for when, pattern, new in self.p.regex_renames:
+            if when in (depth, "any"):
+                name = re.sub(pattern, new, name)
+        return name, name != key
+
+    def _unused(self, name: str) -> str:
+        """Keys of a module the engine does not build while its switch is off (it uses the
+        target's): never read, so neither loaded nor a loss."""
+        for module, switch in self.p.unused_unless:
+            if f".{module}." in f".{name}" and not switch_on(switch, self.cfg):
+                return (f"{module}.* is never read: the engine builds none while {switch} is "
+                        f"false and uses the target's")
+        return ""
 
     def _dropped_when_off(self, name: str) -> str:
         """The profile's keys removed while a switch is off (vLLM's weight mapper)."""
@@ -464,7 +511,9 @@ class _Ctx:
                      keys={k.name: k.reason for k in errored})
 
     def _dropped_matters(self, keys) -> bool:
-        return any(k.fate == DROPPED and "bias" not in k.name for k in keys)
+        # a d2t ignored beside a full vocabulary loses nothing: the identity mapping is right
+        return any(k.fate == DROPPED and "bias" not in k.name and not (
+            split_key(k.name).canonical == "d2t" and not self.cfg.pruned_vocab) for k in keys)
 
     def report_unloaded(self, keys: list[KeyFate]) -> list[str]:
         unloaded = []
@@ -552,6 +601,15 @@ class _Ctx:
             borrowed = not cfg.pruned_vocab and self._target_shapes_match()
         elif self.p.lm_head_policy == "target_if_draft_vocab_null":
             borrowed = cfg.draft_vocab_size.present and cfg.draft_vocab_size.value is None
+        elif self.p.lm_head_policy == "target_if_absent":
+            borrowed = not self._has_key("lm_head.weight")
+            if borrowed and cfg.pruned_vocab:
+                self.add("LM_HEAD_FROM_TARGET", ERROR, "the checkpoint has no lm_head: the engine "
+                         f"uses the target's {cfg.vocab_size}-token head although the draft's "
+                         f"vocabulary is pruned to {cfg.Vd}, and still maps each drafted id "
+                         "through d2t: drafted tokens are the wrong ones",
+                         cite=self.p.cites.get("lm_head", ""))
+                return True
         else:
             borrowed = not cfg.pruned_vocab and not self._has_key("lm_head.weight")
         if borrowed:
@@ -618,6 +676,10 @@ class _Ctx:
             plan.notes.append("use_aux_hidden_state is false: the draft gets the target's "
                               "final-norm hidden state, as it was trained (fc unused)")
             return plan
+        if configured is None and L and 1 < L < p.default_ids_min_layers:
+            self.add("LOAD_ERROR", ERROR, f"the target has {L} layers and no aux ids are given: "
+                     f"{p.default_ids_error}", num_hidden_layers=L,
+                     cite=p.cites.get("aux_ids", ""))
         plan.captured = self._captured(configured, rule, L, family, plan)
         n = len(plan.captured) if plan.captured is not None else (
             len(set(configured)) if configured else 3)
@@ -732,12 +794,15 @@ class _Ctx:
                 read = [s for s in p.aux_id_sources if s != "eagle_config"
                         or not self.bug_effect("nested_aux_ids_ignored")]
                 where = "only from " + "/".join(read) if read else "from no config at all"
+                line = self._launch_ids_line(plan.trained) if differs else ""
                 self.add("AUX_LAYERS_DEFAULTED", sev, f"the engine reads aux ids "
                          f"{where}, but this config declares them at {declared.source}: the target "
                          f"captures the defaults [2, L//2, L-3]"
-                         + (f" = {plan.captured}, training used {plan.trained}" if differs else ""),
+                         + (f" = {plan.captured}, training used {plan.trained}" if differs else "")
+                         + (f"; write in the launch config: {line}" if line else ""),
                          declared=declared.value, declared_at=declared.source,
-                         captured=plan.captured, cite=p.cites.get("aux_ids", ""))
+                         captured=plan.captured, cite=p.cites.get("aux_ids", ""),
+                         config_line=line or None)
             else:
                 self.add("AUX_LAYERS_DEFAULTED", WARNING, "no aux layer ids declared: the engine "
                          "captures its defaults [2, L//2, L-3]; right only if training used the "
@@ -757,6 +822,13 @@ class _Ctx:
                      "(--disable-cuda-graph, or SGLang >= the fix in PR #22836)",
                      cite=p.cites.get("graphs", ""))
 
+    def _launch_ids_line(self, indices: list[int] | None) -> str:
+        """The launch-config line that makes the engine capture these hidden_states indices."""
+        if not self.p.aux_ids_launch_line or not indices:
+            return ""
+        ids = sorted(i + self.p.aux_ids_launch_offset for i in indices)
+        return self.p.aux_ids_launch_line.format(ids=ids)
+
     # --- fc width ----------------------------------------------------------------------------
     def report_fc(self, aux: AuxPlan, fc_ckpt: int | None) -> None:
         cfg, p = self.cfg, self.p
@@ -764,8 +836,11 @@ class _Ctx:
         if fc_ckpt is not None and fc_ckpt != engine_in:
             self.add("AUX_COUNT_MISMATCH", ERROR, f"the engine builds fc for {self.num_aux()} aux "
                      f"states ({engine_in} inputs) but the checkpoint's fc takes {fc_ckpt} "
-                     f"({fc_ckpt / cfg.Ht:g} x {cfg.Ht}); set num_aux_hidden_states or "
-                     "eagle_config.eagle_aux_hidden_state_layer_ids", engine=engine_in,
+                     f"({fc_ckpt / cfg.Ht:g} x {cfg.Ht}); "
+                     + (f"give {fc_ckpt // cfg.Ht:g} ids in the launch config "
+                        f"({p.aux_ids_launch_line.split(':')[0]})" if p.aux_ids_launch_line
+                        else "set num_aux_hidden_states or "
+                        "eagle_config.eagle_aux_hidden_state_layer_ids"), engine=engine_in,
                      checkpoint=fc_ckpt, cite=p.cites.get("fc_width", ""))
         if aux.width is None or aux.width == engine_in or not aux.use_aux:
             return
@@ -865,7 +940,7 @@ class _Ctx:
                  "the config value is simply wrong: trainers often copy a default, and raising "
                  "it in the config with no retraining has restored acceptance in public reports. "
                  "Check the training sequence length before retraining", draft=draft,
-                 target=target.max_position_embeddings)
+                 target=target.max_position_embeddings, cite=CONTEXT_CITE)
 
 
 def _preview(items: list[str], n: int = 4) -> str:

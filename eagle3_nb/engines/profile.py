@@ -6,6 +6,7 @@ version is adding a profile. Every field cites the fact it encodes in `cites`.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field, replace
 
@@ -31,7 +32,7 @@ POLICIES: dict[str, tuple[str, ...]] = {
     "embed_policy": ("target_unless_hidden_differs", "own_if_present", "target_always",
                      "target_if_shapes_match"),
     "lm_head_policy": ("target_if_draft_vocab_null", "target_if_absent_and_full_vocab",
-                       "own_always", "target_if_shapes_match"),
+                       "own_always", "target_if_shapes_match", "target_if_absent"),
     "missing_params": ("silent", "raise"),
     "d2t_reading": ("offsets", "absolute"),
 }
@@ -129,6 +130,31 @@ class EngineProfile:
     stacked: tuple[tuple[str, str, object], ...] = GQA_STACKED
     # (config field, startup error): fields the draft class needs non-null
     required_fields: tuple[tuple[str, str], ...] = ()
+    # the decoder prefix when the draft has one layer ("" = decoder_param with i=0): an engine
+    # that builds a bare module for one layer and a list for more
+    single_layer_param: str = ""
+    # (depth, pattern, replacement): regular expressions applied to each key before `renames`,
+    # depth "single" (one decoder layer), "multi" (more) or "any"
+    regex_renames: tuple[tuple[str, str, str], ...] = ()
+    # decoder layers >= 1 build input_layernorm (False: only the first layer has one)
+    extra_layers_have_input_norm: bool = True
+    # (module, switch): the engine builds no such module while the switch is off and uses the
+    # target's instead, so the checkpoint's copy is never read (switch "target_hidden_differs")
+    unused_unless: tuple[tuple[str, str], ...] = ()
+    # the fewest target layers the engine's default aux ids need when none are given (0: any);
+    # a target of 2..N-1 layers with no ids meets default_ids_error at startup
+    default_ids_min_layers: int = 0
+    default_ids_error: str = ""
+    # where the engine takes aux ids from outside the draft (its launch config), as a line to
+    # write ({ids}), and the offset from hidden_states indices to the ids that line holds
+    aux_ids_launch_line: str = ""
+    aux_ids_launch_offset: int = 0
+    # said with every answer (info ENGINE_READ_ONLY): how the profile's facts were established
+    # when no run of the engine's own loader checked them ("": they were checked)
+    caveat: str = ""
+    # a speculators checkpoint served as the model names its verifier (the target): True when
+    # the engine refuses a verifier that is a local path, so the target must be given explicitly
+    refuses_local_verifier: bool = False
     # the engine's MLA draft class (Eagle3DeepseekV2ForCausalLM) in the same releases, or None
     mla: "EngineProfile | None" = None
     cites: dict[str, str] = field(default_factory=dict)
@@ -167,6 +193,7 @@ class EngineProfile:
 _VERSION = re.compile(r"^\s*v?(\d{1,9}(?:\.\d{1,9}){0,3})"
                       r"((?:[.-]?(?:post|dev|rc|a|b)\d{0,9})*)(?:\+[0-9A-Za-z.]{1,64})?\s*$")
 _SUFFIX = re.compile(r"(post|dev|rc|a|b)(\d*)")
+_PRE_RANK = {"dev": 4, "a": 3, "b": 2, "rc": 1}
 
 
 def _match(text: str) -> re.Match:
@@ -183,9 +210,11 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return tuple(parts + [0] * (3 - len(parts)))  # type: ignore[return-value]
 
 
+@functools.lru_cache(maxsize=4096)  # pure, and asked for ~100k times per matrix
 def release_key(text: str) -> tuple[int, ...]:
     """An order over releases as the engines publish them: '0.9.0.1' after '0.9.0', '0.4.4.post2'
-    after '0.4.4.post1', and a pre-release ('0.5.10rc0', '0.5.10.dev3') before its release.
+    after '0.4.4.post1', and a pre-release ('0.5.10rc0', '0.5.10.dev3') before its release,
+    pre-releases in order among themselves (dev, a, b, rc; '1.3.0rc2' before '1.3.0rc10').
     '0.33' and '0.33.0' are the same release; a +local part is ignored."""
     m = _match(text)
     parts = [int(p) for p in m.group(1).split(".")]
@@ -194,8 +223,8 @@ def release_key(text: str) -> tuple[int, ...]:
     for kind, number in _SUFFIX.findall(m.group(2)):
         if kind == "post":
             post = int(number or 0)
-        else:
-            pre = -1
+        elif not pre:  # dev < a < b < rc, each by its number (1.3.0rc2 before 1.3.0rc10)
+            pre = -_PRE_RANK[kind] * 10**6 + min(int(number or 0), 10**6 - 1)
     return (*parts, pre if pre else post)
 
 

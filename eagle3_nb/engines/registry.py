@@ -48,6 +48,12 @@ class LaunchDialect:
     example: str                               # a command, for error messages
     # the drafting settings in the engine's own words, for help texts and notes
     setting_names: dict[str, str] = field(default_factory=dict)
+    # (target, draft) -> the engine's serving command for an EAGLE-3 draft, as a person runs it
+    # (the false-alarm matrix inspects every draft with it); None: the kit writes none
+    serve: Callable[[str, str], str] | None = None
+    # text -> LaunchSettings, or None: a config file given as --launch in place of a command
+    # (an engine whose drafting settings live in a file, TensorRT-LLM's --config YAML)
+    read_text: Callable[[str], Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -32,14 +32,19 @@ from eagle3_nb.io.resources import notebooks_dir, samples_dir
 from eagle3_nb.checks.load import inspection_summary
 from eagle3_nb.findings import SUMMARY_VERSION
 
+# resolved against the caller's cwd
 PATH_PARAMETERS = ("checkpoint", "target_config", "output_dir", "tokenizer", "corpus", "target",
-                   "prompts", "hidden_states", "compare_to")  # resolved against the caller's cwd
+                   "prompts", "hidden_states", "compare_to", "train_data", "chat_template",
+                   "target_model", "train_hidden_states")
 KIT_KERNEL = "eagle3-nb"  # the kernel `make setup` registers and every notebook declares
 SAMPLES_DEFAULT = "../data_samples/"  # how notebook defaults name the bundled samples
 SUMMARY_NAME = "summary.json"
-# The kernel's own log (e.g. ipykernel's warning about its local TCP transport, once per
-# notebook) would interleave with the report's progress lines; cell errors still come through.
-KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
+# The kernel's own log would interleave with the report's progress lines: ipykernel's warning
+# about its local TCP transport, once per notebook, and at ERROR "KeyboardInterrupt caught in
+# kernel." when the SIGINT that jupyter_client sends before every shutdown request
+# (KernelManager.shutdown_kernel) lands while the kernel idles. Cell errors still come through
+# the notebook itself.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
 
 # Every <script src="http(s)://..."></script> that survives in a report would be fetched from the
 # network (and fail offline): plotly's per-figure MathJax loader, mostly.

@@ -83,6 +83,7 @@ class ReportOptions:
     target_config: Path | None = None
     tokenizer: Path | None = None
     corpus: Path | None = None
+    train_data: Path | None = None        # the training data (notebook 05)
     prompts: Path | None = None
     observed: str | None = None           # a metrics file or a number
     launch: str | None = None             # the serving command, or a file holding it
@@ -356,7 +357,7 @@ def resolve_options(opts: ReportOptions) -> ReportOptions:
         from eagle3_nb.checks.acceptance import drafting_of_run
         drafting_of_run(o.checkpoint, o.target, o.num_steps, o.topk, o.num_draft_tokens,
                         o.launch, o.observed, o.engines or None)
-    o.notebooks = [Path(p).resolve() for p in (o.notebooks or discover_notebooks())]
+    o.notebooks = [Path(p).resolve() for p in (o.notebooks or _default_notebooks(o))]
     if not o.notebooks:
         raise Eagle3NbError("no notebooks found", str(notebooks_dir()), "notebooks/NN_name.ipynb")
     _embeddings_for_dumps(o, ckpt)
@@ -547,8 +548,16 @@ def _make_parent(out: Path) -> None:
                             "pick an --out under a writable directory") from None
 
 
-def discover_notebooks(folder: Path | None = None) -> list[Path]:
-    return sorted((folder or notebooks_dir()).glob("[0-9][0-9]_*.ipynb"))
+def _default_notebooks(o: ReportOptions) -> list[Path]:
+    return discover_notebooks(train_data=o.train_data is not None)
+
+
+def discover_notebooks(folder: Path | None = None, train_data: bool = False) -> list[Path]:
+    """The notebooks a report runs by default: every one, less the training-data one (05)
+    unless --train-data is given (it answers about other evidence than the checkpoint, so it is
+    not listed as skipped either)."""
+    return [nb for nb in sorted((folder or notebooks_dir()).glob("[0-9][0-9]_*.ipynb"))
+            if train_data or "train_data" not in notebook_parameters(nb)]
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -627,6 +636,8 @@ def report_values(opts: ReportOptions) -> dict[str, Any]:
             "target": path(opts.target), "hidden_states": path(opts.hidden_states),
             "corpus": path(opts.corpus),
             "prompts": None if opts.prompts is None else str(opts.prompts),
+            "train_data": path(opts.train_data), "target_model": path(opts.target),
+            "chat_template": "", "serve_thinking": "",
             "observed": opts.observed, "launch": opts.launch or "", "log": path(opts.log),
             "device": opts.device, "num_steps": opts.num_steps, "topk": opts.topk,
             "num_draft_tokens": opts.num_draft_tokens,
@@ -634,7 +645,12 @@ def report_values(opts: ReportOptions) -> dict[str, Any]:
 
 
 def skip_reason(declared: dict[str, dict], opts: ReportOptions) -> tuple[str, str] | None:
-    """(why, how to enable) for a notebook that needs a target model and has none."""
+    """(why, how to enable) for a notebook that needs a target model (or the training data) and
+    has none."""
+    if "train_data" in declared:
+        return None if opts.train_data else (
+            "needs the training data: no --train-data given",
+            "pass --train-data PATH (the training JSONL or the trainer's directory)")
     if "hidden_states" in declared and opts.hidden_states:
         return None
     if "target" not in declared or opts.target:
@@ -740,6 +756,8 @@ def merge_findings(steps: list[Step], checkpoint: str | None = None,
             if step.name not in entry["notebooks"]:
                 entry["notebooks"].append(step.name)
     findings = with_advice({"findings": list(merged.values())}, inputs, checkpoint)["findings"]
+    for f in findings:  # a step the finding brings itself (with_advice) wins over its code's
+        f["todo"] = f.get("next_step") or f["todo"]
     return sorted(findings, key=lambda f: SEVERITY_ORDER.get(f["severity"], 3))
 
 
@@ -766,7 +784,7 @@ def group_findings(findings: list[dict[str, Any]], checkpoint: str | None = None
         g["notebooks"] += [n for n in f["notebooks"] if n not in g["notebooks"]]
     for g in groups.values():
         g.pop("engine", None)
-        g["todo"] = next_step(g["code"], g["engines"], checkpoint)
+        g["todo"] = g.get("next_step") or next_step(g["code"], g["engines"], checkpoint)
     return list(groups.values())
 
 

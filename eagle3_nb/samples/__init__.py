@@ -22,6 +22,7 @@ from eagle3_nb.samples.build import (BF16, DEFAULT_AUX_IDS, DEFAULT_OUT, DRAFT_C
                                      TRAINED_DRAFT, VARIANTS, build_samples, flat_config,
                                      write_json)
 from eagle3_nb.samples.separation import format_table, measure_separation
+from eagle3_nb.samples.training_data import write_answers
 from eagle3_nb.samples.train_draft import DraftRecipe, train_draft
 from eagle3_nb.samples.training import (EVAL_PROMPTS, TRAIN_FILES, as_tokenizer, cpu_threads,
                                         stdlib_texts, token_stream, train_samples)
@@ -37,6 +38,7 @@ def train_real_samples(out_dir: Path = DEFAULT_OUT, steps: int | None = None) ->
     out_dir = Path(out_dir)
     record = train_samples(out_dir, steps=steps)
     record["draft"] = train_sample_draft(out_dir)
+    write_answers(out_dir)  # the target's own answers for data_samples/training/
     build_samples(out_dir, trained_dir=out_dir)
     record["separation"] = record_separation(out_dir)
     return record

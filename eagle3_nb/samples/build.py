@@ -24,6 +24,7 @@ from safetensors.torch import save_file
 
 from eagle3_nb.engines import split_spec
 from eagle3_nb.engines.registry import engines
+from eagle3_nb.samples.training_data import build_training_data
 
 SEED = 20250601
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "data_samples"
@@ -740,5 +741,6 @@ def build_samples(out_dir: Path, trained_dir: Path | None = DEFAULT_OUT) -> None
         v.build(drafts / name, weights)
     write_json(drafts / "manifest.json", manifest())
     (drafts / "README.md").write_text(readme(), encoding="utf-8")
+    build_training_data(out_dir, trained_dir or DEFAULT_OUT)  # data_samples/training/
 
 

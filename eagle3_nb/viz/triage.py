@@ -138,6 +138,11 @@ def _notebooks_section(s: dict[str, Any]) -> str:
                                        "works offline; a failed one shows the failing cell"))
 
 
+def _command(command: str | None) -> str:
+    """The command that does the step, under it, as the CLI prints it."""
+    return "<br>" + code("$ " + command) if command else ""
+
+
 def _findings_section(s: dict[str, Any], groups: list[dict[str, Any]]) -> str:
     """`triage.group_findings` rows: identical findings of several engines shown once."""
     html_of = {nb["notebook"]: nb.get("html") for nb in s["notebooks"]}
@@ -151,7 +156,7 @@ def _findings_section(s: dict[str, Any], groups: list[dict[str, Any]]) -> str:
                       cell(code(g["code"]), title=g.get("meaning", ""), nowrap=True),
                       cell(esc(_engines_label(g["engines"], n_engines))),
                       cell(esc(g["message"]) + "<br>" + muted(g.get("meaning", ""))),
-                      cell(esc(g.get("todo", ""))), cell(found)],
+                      cell(esc(g.get("todo", "")) + _command(g.get("command"))), cell(found)],
                      colors[1] if g["severity"] == "error" else None))
     body = (table(["severity", "code", "where", "what it is", "what to do", "found by"], rows)
             if rows else muted("no findings"))

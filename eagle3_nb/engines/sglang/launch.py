@@ -6,6 +6,8 @@ fields of srt/arg_groups/fields/spec.py)."""
 
 from __future__ import annotations
 
+import shlex
+
 from eagle3_nb.engines.launch import LaunchSettings, as_int, read_flags
 from eagle3_nb.engines.registry import LaunchDialect
 from eagle3_nb.findings import ERROR
@@ -41,6 +43,12 @@ def checks(launch: LaunchSettings, cfg, p, ev: dict) -> list[tuple]:
              "captures no aux states and fc is skipped: accept length about 1.0)", ev)]
 
 
+def serve(target: str, draft: str) -> str:
+    return (f"python -m sglang.launch_server --model-path {shlex.quote(target)} "
+            f"--speculative-algorithm EAGLE3 --speculative-draft-model-path {shlex.quote(draft)} "
+            "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4")
+
+
 DIALECT = LaunchDialect(
     starts=starts, parse=parse, checks=checks,
     draft_tensor_parallel=lambda launch: launch.tensor_parallel,
@@ -54,4 +62,5 @@ DIALECT = LaunchDialect(
     setting_names={"num_steps": "--speculative-num-steps", "topk": "--speculative-eagle-topk",
                    "num_draft_tokens": "--speculative-num-draft-tokens",
                    "method": "--speculative-algorithm"},
+    serve=serve,
 )

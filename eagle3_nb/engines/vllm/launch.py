@@ -4,11 +4,11 @@ vllm.entrypoints.openai.api_server module). Flag names: vllm/engine/arg_utils.py
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
 from eagle3_nb.engines.launch import LaunchSettings, as_int, read_flags
-from eagle3_nb.engines.profile import release_key
 from eagle3_nb.engines.registry import LaunchDialect
 from eagle3_nb.errors import ConfigError
 from eagle3_nb.findings import ERROR, WARNING
@@ -63,7 +63,8 @@ def _tensor_parallel(flags: dict[str, Any]) -> int | None:
 # and 0.34.0]: a served model whose config.json has speculators_config is the draft; vLLM serves
 # its speculators_config.verifier.name_or_path, with the method of speculators_model_type and
 # num_speculative_tokens of proposal_methods[0].speculative_tokens (speculators/base.py
-# build_vllm_speculative_config). From 0.33.0 a verifier that is a local path raises.
+# build_vllm_speculative_config). Whether a local verifier path raises is the profile's
+# refuses_local_verifier (from 0.33.0, cited there).
 SPECULATORS_SERVED = "vllm/transformers_utils/config.py maybe_override_with_speculators"
 
 
@@ -108,11 +109,11 @@ def _speculators_checks(launch: LaunchSettings, p, ev: dict) -> list[tuple]:
                  "loaded as a target model", ev)]
     verifier = launch.model or ""
     local = verifier.startswith((".", "/", "~")) or Path(verifier).exists()
-    if local and release_key(p.version) >= release_key("0.33.0"):
+    if local and p.refuses_local_verifier:
         return [("LAUNCH_SETTING", ERROR, f"the speculators checkpoint names a local verifier "
                  f"({verifier}): this release refuses it (\"Speculators verifier must name a "
                  "remote model repository\"); serve --model TARGET with --speculative-config",
-                 ev)]
+                 {**ev, "cite": p.cites.get("refuses_local_verifier", SPECULATORS_SERVED)})]
     return []
 
 
@@ -122,6 +123,11 @@ def draft_tensor_parallel(launch: LaunchSettings) -> int | None:
     except ConfigError:
         draft_tp = None
     return as_int(draft_tp) or launch.tensor_parallel
+
+
+def serve(target: str, draft: str) -> str:
+    spec = {"method": "eagle3", "model": draft, "num_speculative_tokens": 3}
+    return f"vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(spec))}"
 
 
 DIALECT = LaunchDialect(
@@ -135,4 +141,5 @@ DIALECT = LaunchDialect(
                          "0.33.0",
     example="vllm serve MODEL --speculative-config '{\"method\": \"eagle3\", ...}'",
     setting_names={"num_steps": "num_speculative_tokens", "method": '"method"'},
+    serve=serve,
 )

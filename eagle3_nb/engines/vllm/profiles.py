@@ -37,6 +37,18 @@ def _llama_drafts(release: str) -> dict[str, str]:
                if release_key(since) <= key and (until is None or key < release_key(until))}}
 
 
+# vllm/transformers_utils/config.py maybe_override_with_speculators, read in the wheels: a served
+# speculators checkpoint is replaced by its speculators_config.verifier.name_or_path
+LOCAL_VERIFIER_0_33 = (
+    "vllm/transformers_utils/config.py maybe_override_with_speculators [0.33.0]: ValueError "
+    "'Speculators verifier must name a remote model repository. Select local verifiers "
+    "explicitly with --model and --speculative-config.' when the verifier is not a str, fails "
+    "huggingface_hub validate_repo_id, or exists as a local path (the same in 0.34.0)")
+LOCAL_VERIFIER_0_32 = (
+    "vllm/transformers_utils/config.py maybe_override_with_speculators [0.32.0]: `model = "
+    "tokenizer = verifier_model` with no check, so a local verifier path is served")
+
+
 VLLM_0_33 = EngineProfile(
     name="vllm", version="0.33", covers=("0.33.0", "0.33.0"),
     evidence="code of the 0.33.0 wheel (2026-11)",
@@ -79,7 +91,9 @@ VLLM_0_33 = EngineProfile(
         "built (\"Model architectures ['Eagle3DeepSeekMTPModel'] are not supported\"); give the "
         "draft config model_type deepseek_v2 (the same MLA config class)")},
     capture_switch='"method": "eagle3" in --speculative-config',
+    refuses_local_verifier=True,
     cites={
+        "refuses_local_verifier": LOCAL_VERIFIER_0_33,
         "capture_switch": "docs/speculators-and-vllm.md §4: vllm/config/speculative.py "
                           "infers method eagle3 only from a draft path containing 'eagle3'",
         "load_weights": "llama_eagle3.py Eagle3LlamaForCausalLM.load_weights: t2d skipped, d2t -> "
@@ -151,15 +165,19 @@ VLLM_MLA_0_18 = replace(
                        "target_hidden_size * 3; num_aux_hidden_states from 0.22.0",
            "norm_flags": "0.18.0-0.21.0: no fc_norm, no norm_output in deepseek_eagle3.py"},
 )
-VLLM_0_33 = replace(VLLM_0_33, mla=VLLM_MLA_0_25, covers=("0.30.0", "0.33.0"),
-                    evidence="code of the 0.33.0 wheel read in full; 0.30.0-0.32.0 by the "
-                             "release survey (no watched field differs)")
+VLLM_0_33 = replace(VLLM_0_33, mla=VLLM_MLA_0_25,
+                    evidence="code of the 0.33.0 wheel read in full")
 _MODELS = "vllm/model_executor/models/"
 _SPEC = "vllm/transformers_utils/configs/speculators/algos.py update_eagle3"
 
 
+# 0.30.0-0.32.0: no other watched field differs from 0.33.0 (the release survey); the verifier
+# check arrived in 0.33.0 (maybe_override_with_speculators read in the 0.32.0 and 0.33.0 wheels)
+VLLM_0_30 = earlier_range(
+    VLLM_0_33, "0.30.0", "0.32.0", {"refuses_local_verifier": LOCAL_VERIFIER_0_32},
+    refuses_local_verifier=False)
 VLLM_0_25 = earlier_range(
-    VLLM_0_33, "0.25.0", "0.29.0",
+    VLLM_0_30, "0.25.0", "0.29.0",
     {"d2t_param_needs_pruned_vocab": "llama_eagle3.py Eagle3LlamaForCausalLM.__init__ "
      "[0.25.0-0.29.0]: draft_id_to_target_id always created (zeros); only for a pruned vocab "
      "from 0.30.0 (matches PR #53458)"},
@@ -389,7 +407,7 @@ VLLM_0_34 = later_range(
 
 PROFILES = (VLLM_0_8_5, VLLM_0_9_0, VLLM_0_9_1, VLLM_0_10_1, VLLM_0_10_2, VLLM_0_11_0,
             VLLM_0_11_1, VLLM_0_12, VLLM_0_16, VLLM_0_18, VLLM_0_19, VLLM_0_20, VLLM_0_22,
-            VLLM_0_24, VLLM_0_25, VLLM_0_33, VLLM_0_34)
+            VLLM_0_24, VLLM_0_25, VLLM_0_30, VLLM_0_33, VLLM_0_34)
 
 # How the EAGLE-3 draft rotates its q/k: from the draft's own config
 # (speculative_config.draft_model_config.hf_config), never the target's. The Llama draft

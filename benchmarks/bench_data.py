@@ -1,0 +1,101 @@
+"""Benchmark: `eagle3-nb data` streams a training JSONL; time and memory grow with the rows read.
+
+Goal (#30): 100k rows of conversations JSONL checked (checks 1-5, 7, 8, 10: the served template,
+the masks as SpecForge's parser makes them, coverage, truncation, scale, reasoning, the vocab
+mapping, the serving prompts' domain) in under a minute on 2 cores and under 1 GB.
+
+The rows are the bundled SpecForge-style good set (data_samples/training/specforge: regenerated
+conversations, its YAML naming qwen3-instruct, its vocab mapping) repeated with fresh ids; the
+tokenizer and the chat template are the bundled ones. Each measurement runs the check in a fresh
+interpreter (imports included); peak RSS comes from wait4's ru_maxrss. The anchor measured in
+the same run is tokenising the same rendered text alone with the same tokenizer
+(encode_batch): what any checker that looks at every token pays at least.
+
+    python benchmarks/bench_data.py [--rows 10000 100000] [--repeat 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+GOOD = REPO / "data_samples" / "training" / "specforge"
+TOKENIZER = REPO / "data_samples" / "target"
+TEMPLATE = REPO / "data_samples" / "training" / "chat_template.jinja"
+PROMPTS = REPO / "data_samples" / "prompts.jsonl"
+
+KIT = ("import sys, time; t = time.perf_counter()\n"
+       "from eagle3_nb.checks.data import check_data\n"
+       "r = check_data(sys.argv[1], tokenizer=sys.argv[2], chat_template=sys.argv[3],\n"
+       "               serve_thinking=False, prompts=sys.argv[4])\n"
+       "assert r['rows_read'] == int(sys.argv[5]), r['rows_read']\n"
+       "assert not [f for f in r['findings'] if f['severity'] != 'info'], r['findings']\n"
+       "print((time.perf_counter() - t) * 1000)")
+ANCHOR = ("import sys, json, time; t = time.perf_counter()\n"
+          "from tokenizers import Tokenizer\n"
+          "tok = Tokenizer.from_file(sys.argv[2] + '/tokenizer.json')\n"
+          "batch = []\n"
+          "for line in open(sys.argv[1] + '/train.jsonl', encoding='utf-8'):\n"
+          "    batch.append(''.join(m['content'] for m in json.loads(line)['conversations']))\n"
+          "    if len(batch) == 512: tok.encode_batch(batch); batch = []\n"
+          "tok.encode_batch(batch)\n"
+          "print((time.perf_counter() - t) * 1000)")
+
+
+def training_set(folder: Path, rows: int) -> Path:
+    """The good set's rows repeated to ROWS, with its YAML and vocab mapping beside them."""
+    out = folder / f"train-{rows}"
+    out.mkdir()
+    shutil.copy(GOOD / "config.yaml", out / "config.yaml")
+    shutil.copytree(GOOD / "vocab_mapping", out / "vocab_mapping")
+    good = [json.loads(x) for x in (GOOD / "train.jsonl").read_text().splitlines()]
+    with (out / "train.jsonl").open("w", encoding="utf-8") as fh:
+        for i in range(rows):
+            fh.write(json.dumps({**good[i % len(good)], "id": f"row-{i}"}) + "\n")
+    # the mapping was built from these rows: written after them it is not older than the data
+    os.utime(out / "vocab_mapping" / "vocab_mapping.pt")
+    return out
+
+
+def run(code: str, *args) -> tuple[float, float]:
+    """(op ms, peak RSS MB) of CODE in a fresh interpreter (its ru_maxrss from wait4)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdout=out,
+                                stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        if os.waitstatus_to_exitcode(status):
+            err.seek(0)
+            raise SystemExit(f"failed: {err.read()[-2000:]}")
+        out.seek(0)
+        return float(out.read().strip().splitlines()[-1]), usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args()
+    print(f"{'rows':>8} {'data s':>8} {'rows/s':>8} {'peak MB':>8} {'tokenise-only s':>16} "
+          f"{'ratio':>6}  goal: 100k rows < 60 s and < 1024 MB on 2 cores")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.rows:
+            folder = training_set(Path(tmp), n)
+            kit = min(run(KIT, folder, TOKENIZER, TEMPLATE, PROMPTS, n)
+                      for _ in range(args.repeat))
+            anchor = min(run(ANCHOR, folder, TOKENIZER)[0] for _ in range(args.repeat))
+            print(f"{n:>8} {kit[0] / 1000:>8.1f} {n / kit[0] * 1000:>8.0f} {kit[1]:>8.0f} "
+                  f"{anchor / 1000:>16.1f} {kit[0] / anchor:>6.2f}")
+            shutil.rmtree(folder)
+    print(f"cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} (other work on the "
+          "machine slows both columns alike)")
+
+
+if __name__ == "__main__":
+    main()

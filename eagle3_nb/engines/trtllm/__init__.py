@@ -1,0 +1,21 @@
+"""TensorRT-LLM (NVIDIA/TensorRT-LLM): everything the kit knows about it, registered as one Engine.
+
+Every fact here was read from the engine's source, not checked with its loader: its wheels are
+not installable on the kit's machines (docs/engine-facts-trtllm.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eagle3_nb.engines.registry import Engine, register
+from eagle3_nb.engines.trtllm import (advice, bugs, launch, log, metrics, profiles,
+                                      releases)
+
+ENGINE = register(Engine(
+    name="trtllm", title="TensorRT-LLM", repository="NVIDIA/TensorRT-LLM",
+    releases=releases.RELEASES, read=("1.4.0rc1", "2026-12-03"),
+    profiles=profiles.PROFILES, folder=Path(__file__).resolve().parent, bugs=bugs.BUGS,
+    draft_rope=profiles.DRAFT_ROPE, package="tensorrt-llm", launch=launch.DIALECT,
+    log=log.DIALECT, readers=metrics.READERS, figure_names=metrics.FIGURE_NAMES,
+    probe="eagle3_nb.engines.trtllm.probe", flag_advice=advice.flag_rows, source=advice.SRC,
+))

@@ -1,0 +1,48 @@
+"""Known TensorRT-LLM bugs that hurt EAGLE-3 drafts, by the releases they affect
+(engines/bugs.py says what each field means). Ranges come from the dates of the upstream
+threads and PRs against the release dates (releases.py), not from a tag survey: each entry says
+so. Read from source and upstream threads, not checked with the engine's loader.
+
+Not here, because the serving command carries them (engines/trtllm/launch.py checks them):
+`--backend trt` (NVIDIA/TensorRT-LLM#10396: the TensorRT backend's Eagle model is EAGLE-1/2
+only) and a decoding_type other than Eagle3."""
+
+from __future__ import annotations
+
+from eagle3_nb.engines.bugs import KnownBug
+from eagle3_nb.findings import ERROR, WARNING
+
+SPEC = "NVIDIA/TensorRT-LLM tensorrt_llm/_torch/models/modeling_speculative.py"
+ONE_MODEL = "set eagle3_one_model: false in speculative_config (two-model mode)"
+
+BUGS: tuple[KnownBug, ...] = (
+    KnownBug("trtllm#19036", "trtllm", "0.20.0", None, "target_llama4", ERROR,
+             "the draft's Eagle3Attention rotates q/k with NeoX (rotate-half) pairs whatever the "
+             "target uses, while Llama 4 and its EAGLE-3 drafts use interleaved (GPT-J) pairs: "
+             "the drafter is effectively dead (acceptance length 1.012 in the upstream repro)",
+             f"{SPEC} Eagle3Attention.__init__ (PositionEmbeddingType.rope_gpt_neox) "
+             "[main@00679c66 and the stored older copies]; NVIDIA/TensorRT-LLM#19036 (open PR, "
+             "2026-09-11: stamps target_model_type and selects rope_gptj for llama4/llama4_text); "
+             "first release: 0.20.0, which added EAGLE-3 for Llama 4 (release notes), assumed"),
+    KnownBug("trtllm#7842", "trtllm", "1.0.0", None, "target_fp8", WARNING,
+             "an FP8 target with a BF16/FP16 draft in one-model mode (eagle3_one_model: true, the "
+             "default) fails at startup: \"KV cache data type e4m3 is not the same as input data "
+             "type fp16\" (fmhaDispatcher.cpp)",
+             "NVIDIA/TensorRT-LLM#7842 (open feature request, seen on 1.0.0rc6, 2025-09-18); "
+             "first release 1.0.0 assumed from that report",
+             ways_out=(("1.0.0", ONE_MODEL),)),
+    KnownBug("trtllm#8910", "trtllm", "1.0.0", "1.2.0", "target_fp8", WARNING,
+             "an FP8-KV target with a BF16 draft fails with chunked prefill "
+             "(enable_chunked_prefill)",
+             "NVIDIA/TensorRT-LLM#8910 (merged 2025-11-06, nvbugs 5498478; first attempt #7805); "
+             "fixed-in 1.2.0 assumed (the first release cut after the merge; 1.1.0's branch date "
+             "is not known)",
+             ways_out=(("1.0.0", "serve without chunked prefill "
+                                 "(enable_chunked_prefill: false)"),)),
+    KnownBug("trtllm#6158", "trtllm", "1.0.0", None, "target_mistral", WARNING,
+             "a Mistral-family target serves EAGLE-3 in two-model mode only; one-model mode (the "
+             "default) does not work",
+             "NVIDIA/TensorRT-LLM#6158 (maintainer-confirmed comment 2025-09-26; the issue is "
+             "closed and no later fix was read)",
+             ways_out=(("1.0.0", ONE_MODEL),)),
+)
