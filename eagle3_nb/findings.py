@@ -133,6 +133,30 @@ def has_errors(findings: list[Finding]) -> bool:
     return any(f.severity == ERROR for f in findings)
 
 
+
+# ----------------------------------------------------------------------------- evidence (#24)
+
+# Every answer says which evidence it had, and names the flag of each missing piece that could
+# change it: {piece: "given" | "not given (--flag)" | how it was decided}, one line at the top.
+NEWEST_RELEASES = "not given, each engine's newest releases answered (--engine)"
+
+
+def given(value: Any, flag: str, missing: str = "not given") -> str:
+    """One piece of evidence: "given", or why not and the flag that supplies it."""
+    return "given" if value else f"{missing} ({flag})"
+
+
+def release_given(engines: list[str] | None) -> str:
+    """Where the engine releases an answer holds for came from: named, or each one's newest."""
+    return "named (--engine)" if engines else NEWEST_RELEASES
+
+
+def evidence_line(had: dict[str, str] | None) -> str:
+    """`evidence: checkpoint: given; tokenizer: not given (--tokenizer); ...`, or "" for none."""
+    if not had:
+        return ""
+    return "evidence: " + "; ".join(f"{k}: {v}" for k, v in had.items())
+
 # ----------------------------------------------------------------------------- next steps
 
 # The next thing to try per finding code ({engine}: the profile it holds for). Commands are the

@@ -2,21 +2,27 @@
 default, an observed figure without a release is explained by every release range's wiring,
 and a hypothesis the checkpoint's own evidence excludes is shown as ruled out, never as
 consistent. On the bundled layers0-flat draft, whose layers.0.* keys SGLang up to 0.5.11 drops:
-the first seed story's trap (a d2t that is fine) must not reappear."""
+the first seed story's trap (a d2t that is fine) must not reappear. And each command says, in one
+line at its top, what it had and the flag of what it did not (vocab, diff, data here; notebooks 02
+and 03 in their own test files)."""
 
 from __future__ import annotations
 
+import json
+from itertools import takewhile
 from pathlib import Path
 
 import pytest
 
 from eagle3_nb.checks.acceptance import evidence_engines, what_if
 from eagle3_nb.engines import ENGINES
+from eagle3_nb.findings import NEWEST_RELEASES
 from eagle3_nb.observation import ObservedMetrics
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "data_samples"
-DRAFT = SAMPLES / "drafts" / "layers0-flat"
+DRAFTS_DIR = SAMPLES / "drafts"
+DRAFT = DRAFTS_DIR / "layers0-flat"
 
 
 def test_which_releases_a_run_simulates_follows_the_evidence():
@@ -56,3 +62,66 @@ def test_a_named_release_is_simulated_beside_trained():
     assert rows["sglang==0.5.9"]["mean_accept_length"] < 1.1 < rows["trained"][
         "mean_accept_length"]
     assert rows["sglang==0.5.9"]["vs_trained"]["verdict"] == "lower"
+
+
+# ----------------------------------------------------------------------------- the evidence line
+# Every command says, in one line at its top, what it had and the flag of what it did not.
+
+def _evidence_line(stdout: str) -> tuple[int, str]:
+    """Where the first `evidence: ...` line of a text answer starts, and the line unwrapped."""
+    lines = stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  evidence: "))
+    wrapped = takewhile(lambda line: line.startswith(" " * 12), lines[at + 1:])
+    return at, " ".join(line.strip() for line in [lines[at], *wrapped])
+
+
+def test_vocab_says_what_it_had_and_the_flag_for_the_rest(run_cli, tmp_path):
+    rc, out, err = run_cli("vocab", DRAFTS_DIR / "good", "--json")
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["had"] == {"checkpoint": "given", "tokenizer": "not given (--tokenizer)",
+                           "corpus": "not given (--corpus)",
+                           "engine release": NEWEST_RELEASES}
+    assert isinstance(data["evidence"], list) and data["evidence"]  # the d2t reasons, kept
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"input_ids": [1, 2, 3, 4]}) + "\n")
+    rc, out, err = run_cli("vocab", DRAFTS_DIR / "good", "--corpus", corpus,
+                           "--engine", "vllm==0.33")
+    assert rc == 0, err
+    at, line = _evidence_line(out)
+    assert at == 1  # right under the checkpoint, before the answer
+    assert line == ("evidence: checkpoint: given; tokenizer: not given (--tokenizer); corpus: "
+                    "given; engine release: named (--engine)")
+
+
+def test_diff_says_what_it_had_and_the_flag_for_the_rest(run_cli):
+    rc, out, err = run_cli("diff", DRAFTS_DIR / "good", DRAFTS_DIR / "layers0-flat", "--json")
+    data = json.loads(out)
+    assert data["had"] == {"known-good draft": "given", "checkpoint": "given",
+                           "target config": "not given (--target-config)",
+                           "target weights": "not given (--target-config TARGET_DIR)",
+                           "engine release": NEWEST_RELEASES}
+    rc, out, err = run_cli("diff", DRAFTS_DIR / "good", DRAFTS_DIR / "layers0-flat",
+                           "--target-config", SAMPLES / "target", "--engine", "sglang==0.5.9")
+    at, line = _evidence_line(out)
+    assert at == 2  # under the two drafts' paths, before the differences
+    assert "target config: given; target weights: given; engine release: named (--engine)" \
+        in line
+
+
+def test_data_says_what_it_had_and_the_flag_for_the_rest(run_cli):
+    rc, out, err = run_cli("data", SAMPLES / "training" / "specforge", "--draft",
+                           DRAFTS_DIR / "good", "--json")
+    assert rc in (0, 1), err
+    had = json.loads(out)["had"]
+    assert had["training data"] == had["draft"] == had["training config"] == "given"
+    assert had["tokenizer"] == "not given (--tokenizer or --target)"
+    assert had["served chat template"] == "not given (--chat-template)"
+    assert had["target"] == "not given (--target)"
+    assert had["serving prompts"] == "not given (--prompts)"
+    assert had["training dumps"] == "not given (--hidden-states)"
+    rc, out, err = run_cli("data", SAMPLES / "training" / "specforge", "--tokenizer",
+                           SAMPLES / "target")
+    at, line = _evidence_line(out)
+    assert at == 1  # under the training data's path, before the rows read
+    assert "; tokenizer: given;" in line and "draft: not given (--draft)" in line

@@ -6,8 +6,10 @@ import json
 import pytest
 
 from conftest import DRAFTS, REPO, SAMPLES, write_dumps
+from eagle3_nb.findings import evidence_line
 from eagle3_nb.report.notebooks import render_html, run_notebook
 from eagle3_nb.report.run import Step, merge_findings
+from test_notebooks import first_output
 
 NB03 = REPO / "notebooks" / "03_hidden_state_shapes.ipynb"
 pytestmark = pytest.mark.notebook
@@ -22,6 +24,10 @@ def test_notebook_03_separates_trained_from_single_layer(tmp_path):
         "n_samples": 4, "device": "cpu", "output_dir": str(tmp_path)})
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["notebook"] == "03_hidden_state_shapes"
+    # what it had, in summary.json and atop its output (the target run live: no dumps needed)
+    assert summary["had"] == {"checkpoint": "given", "target weights": "given (run live)",
+                              "engine release": "named (--engine)"}
+    assert evidence_line(summary["had"]) in first_output(executed)
     rows = {r["wiring"]["name"]: r for r in summary["wirings"]}
     assert {"trained", "single_layer", "layers_plus_one", "sglang==0.5.23", "vllm==0.33"} <= set(rows)
     assert rows["trained"]["fc_applied"] and rows["trained"]["width"] == 192
@@ -54,6 +60,12 @@ def test_notebook_03_on_dumps_without_a_target(tmp_path):
         "output_dir": str(tmp_path)})
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["source"] == "dumps" and summary["n_samples"] == 3
+    assert summary["had"] == {"checkpoint": "given", "hidden-state dumps": "given",
+                              "target weights": "not given (--target)",
+                              "dump layer ids": "not given, the trained layers assumed "
+                                                "(-p dump_layer_ids 2,4,5,8)",
+                              "engine release": "named (--engine)"}
+    assert evidence_line(summary["had"]) in first_output(executed)
     rows = {r["wiring"]["name"]: r for r in summary["wirings"]}
     assert rows["vllm==0.33"]["accuracy"] == pytest.approx(rows["trained"]["accuracy"])
     assert rows["sglang==0.5.23"]["error"]            # SGLang cannot load a speculators config

@@ -15,6 +15,7 @@ import pytest
 from conftest import DRAFTS, REPO, SAMPLE_ENGINES, TARGET_CONFIG
 
 from eagle3_nb.engines import newest_profiles
+from eagle3_nb.findings import NEWEST_RELEASES, evidence_line
 
 SAMPLE_ENGINE_PARAM = ",".join(e.replace("==", ":") for e in SAMPLE_ENGINES)
 
@@ -268,6 +269,15 @@ def test_run_notebook_reports_the_failing_cell(tmp_path):
 _runs02: dict[str, dict] = {}
 
 
+def first_output(executed: Path) -> str:
+    """The text of an executed notebook's first output, HTML entities decoded."""
+    import html
+
+    first = next(o for c in _read(executed).cells if c.cell_type == "code"
+                 for o in c.get("outputs", []))
+    return html.unescape(json.dumps(first.get("data") or first.get("text"), ensure_ascii=False))
+
+
 def _good_kept_ids():
     import numpy as np
 
@@ -320,6 +330,10 @@ def test_notebook_02_good_is_valid_offsets(tmp_path_factory):
     assert s["engines"] and all(e["n_wrong"] == 0 and e["n_out_of_range"] == 0
                                 for e in s["engines"].values())
     assert {p.key for p in newest_profiles()} == set(s["engines"])  # each engine's newest
+    # what it had, at the top of its output and in summary.json, with the flag of the rest
+    assert s["had"] == {"checkpoint": "given", "tokenizer": "given",
+                        "corpus": "not given (--corpus)", "engine release": NEWEST_RELEASES}
+    assert evidence_line(s["had"]) in first_output(run_02("good", tmp_path_factory)["executed"])
 
 
 @pytest.mark.notebook
@@ -364,6 +378,7 @@ def test_notebook_02_with_tokenizer_and_corpus_reports_coverage(tmp_path_factory
         "intended": intended, "as_engines_read_it": intended, "n_tokens": len(tokens)}
     assert cov["per_reading"] == {"offsets": intended, "absolute": absolute}
     assert s["codes"] == ["LOW_VOCAB_COVERAGE"] and s["tokenizer"]
+    assert s["had"]["tokenizer"] == s["had"]["corpus"] == "given"
     outputs = json.dumps([c.get("outputs", []) for c in _read(run["executed"]).cells])
     assert f"&#x27;tok{d2t[5] + 5}&#x27;" in outputs and f"{intended:.1%}" in outputs
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DRAFTS, write_draft_dir
+from conftest import DRAFTS, SAMPLES, TARGET_CONFIG, write_draft_dir
 from eagle3_nb.checks.acceptance import resolve_drafting
 from eagle3_nb.checks.load import inspect_checkpoint
 from eagle3_nb.engines.launch import MAX_COMMAND_BYTES, read_launch
@@ -147,3 +147,48 @@ def test_a_command_without_its_config_serves_no_draft():
     found = launch_findings(GOOD, "trtllm-serve /models/target --backend pytorch")
     assert any(f["code"] == "LAUNCH_SETTING" and f["severity"] == "error"
                and "names no draft model" in f["message"] for f in found)
+
+
+def test_the_yaml_the_kit_writes_captures_what_the_draft_was_trained_on(tmp_path):
+    """serve: the --config YAML for a draft holds the kit's own eagle3_layers_to_capture line
+    (trained hidden_states index - 1), reads back as TensorRT-LLM serving that draft, and
+    inspecting with it leaves no capture or launch finding."""
+    from eagle3_nb.engines.registry import engines
+
+    draft = draft_with_ids(tmp_path, [2, 4, 6])
+    text = engines()["trtllm"].launch.serve(str(SAMPLES / "target"), str(draft))
+    launch = read_launch(text)
+    assert (launch.engine, launch.draft, launch.method) == ("trtllm", str(draft), "eagle3")
+    assert launch.aux_ids == [1, 3, 5]
+    data = inspect_checkpoint(draft, [ENGINE], TARGET_CONFIG, stats=False, launch=text).to_json()
+    codes = {f["code"] for f in data["findings"] if f["engine"] == ENGINE}
+    assert not codes & {"AUX_LAYER_CONVENTION", "AUX_LAYERS_DEFAULTED", "LAUNCH_SETTING"}
+
+
+def test_ids_in_the_yaml_set_the_fc_width_the_plan_judges(tmp_path):
+    """The plan builds fc for TensorRT-LLM's default 3 ids; a YAML giving the draft's 4 ids
+    makes fc 4 wide, so the plan's AUX_COUNT_MISMATCH goes and only a count that does not fit
+    is reported (by the YAML's own check)."""
+    draft = DRAFTS / "aux4-speculators"
+    plain = {f["code"] for f in launch_findings(draft, spec(draft))}
+    assert "AUX_COUNT_MISMATCH" in plain
+    four = launch_findings(draft, spec(draft, "  eagle3_layers_to_capture: [1, 3, 4, 6]\n"))
+    assert not any(f["code"] == "AUX_COUNT_MISMATCH" or "shape error" in f["message"]
+                   for f in four)
+    three = launch_findings(draft, spec(draft, "  eagle3_layers_to_capture: [1, 3, 4]\n"))
+    assert any("shape error at load" in f["message"] for f in three)
+
+
+def test_the_decoding_type_is_the_exact_name_the_release_dispatches_on(tmp_path):
+    """DecodingBaseConfig.from_dict looks the name up as written: Eagle3 only from PR #10124
+    (assumed 1.2.0), Eagle in every release, EAGLE3 in none; the kit's own YAML (Eagle) passes
+    everywhere."""
+    def refused(kind, engine):
+        yaml = spec().replace("Eagle3", kind)
+        data = inspect_checkpoint(GOOD, [engine], None, stats=False, launch=yaml).to_json()
+        return [f for f in data["findings"] if f["code"] == "LAUNCH_SETTING"
+                and "matched exactly" in f["message"]]
+    assert refused("Eagle3", "trtllm==1.1.0") and not refused("Eagle3", ENGINE)
+    assert refused("EAGLE3", ENGINE) and refused("eagle3", "trtllm==1.3.0rc0")
+    assert not refused("Eagle", "trtllm==1.1.0") and not refused("Eagle", ENGINE)
+    assert "write decoding_type: Eagle3" in refused("EAGLE3", ENGINE)[0]["message"]

@@ -240,3 +240,30 @@ def test_norm_output_is_read_only_from_the_1_3_line(tmp_path):
     ignored = {f["engine"] for f in data["findings"] if f["code"] == "NORM_FLAG_IGNORED"
                and f["evidence"].get("flag") == "norm_output"}
     assert OLD in ignored and NEW not in ignored
+
+
+# --- the MLA draft attention -------------------------------------------------------------------
+
+MLA = {"kv_lora_rank": 16, "q_lora_rank": 32, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8,
+       "v_head_dim": 16}
+
+
+def test_a_config_with_kv_lora_rank_gets_the_mla_attention_whatever_its_architecture(tmp_path):
+    """Eagle3ForCausalLM picks MLA from kv_lora_rank (not from architectures): q_a_proj and
+    kv_a_proj_with_mqa fill the two shards of one kv_a_proj_with_mqa (DeepseekV3WeightLoader's
+    fused_a), the other MLA tensors load as named, and nothing is dropped."""
+    cfg = config(model_type="deepseek_v2", **MLA)
+    data = inspect(draft(tmp_path / "d", cfg, layer0="layers.0."), NEW, OLD)
+    q_a = fate(data, NEW, "layers.0.self_attn.q_a_proj.weight")
+    kv_a = fate(data, NEW, "layers.0.self_attn.kv_a_proj_with_mqa.weight")
+    assert q_a["param"] == kv_a["param"] == "model.midlayer.self_attn.kv_a_proj_with_mqa.weight"
+    # each fills its own shard: an unfilled one would be PARAMS_UNLOADED below
+    assert fate(data, NEW, "layers.0.self_attn.kv_b_proj.weight")["fate"] == "renamed"
+    assert answer(data, NEW)["verdict"] == "ok"
+    assert not codes(data, NEW) & {"KEYS_DROPPED", "PARAMS_UNLOADED", "SHAPE_MISMATCH"}
+    # before the midlayer rename the same layers.0.* keys are dropped, MLA or not
+    assert fate(data, OLD, "layers.0.self_attn.q_a_proj.weight")["fate"] == "dropped"
+    llama = inspect(draft(tmp_path / "l", config(architectures=["Eagle3DeepseekV2ForCausalLM"]),
+                          layer0="layers.0."), NEW)
+    assert fate(llama, NEW, "layers.0.self_attn.q_proj.weight")["param"] == \
+        "model.midlayer.self_attn.qkv_proj.weight"

@@ -48,7 +48,13 @@ def diff_drafts(good: str | Path, other: str | Path, engines: list[str] | None =
     return {"good": a["checkpoint"], "other": b["checkpoint"], "layout": layout,
             "tensors": tensors,
             "config": config, "vocab": vocab, "verdicts": verdicts,
-            "findings": [f.to_json() for f in findings]}
+            "findings": [f.to_json() for f in findings], "had": _had(b["evidence"])}
+
+
+def _had(inspected: dict[str, str]) -> dict[str, str]:
+    """Both drafts, and what could change the verdicts compared (a launch or log is not read)."""
+    return {"known-good draft": "given", "checkpoint": "given",
+            **{k: inspected[k] for k in ("target config", "target weights", "engine release")}}
 
 
 def _layout(data: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ from eagle3_nb.checks.target_match import preflight
 from eagle3_nb.defaults import DEFAULT_N_SAMPLES
 from eagle3_nb.drift import features_drift, mean_layer_similarity, weighted_mean
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.findings import sort_findings
+from eagle3_nb.findings import given, release_given, sort_findings
 from eagle3_nb.model import Wiring, as_engine_leaves, load_draft
 from eagle3_nb.session import (REFERENCE, FeatureSource, LiveFeatures, NotInDump, apply_threads,
                                engines_with, load_dump_run, named_wirings, pick_device,
@@ -63,9 +63,27 @@ def check_hidden_states(checkpoint: str | Path, target: str | Path | None = None
             "hidden_size": cfg.H, "trained_width": draft.fc.in_features,
             "num_layers": info.num_hidden_layers, "wirings": rows,
             "trained_layer_ids": list(presets["trained"].layer_ids or ()) or None,
-            "layer_similarity": mean_layer_similarity(live.outs), "threads": threads.label()}
+            "layer_similarity": mean_layer_similarity(live.outs), "threads": threads.label(),
+            "had": hidden_evidence(target, None, None, engines)}
     data["findings"] = [f.to_json() for f in sort_findings(hidden_findings(data))]
     return data
+
+
+def hidden_evidence(target, hidden_states, dump_layer_ids, engines,
+                    recorded: bool = False) -> dict[str, str]:
+    """What could change notebook 03's answer: the target's weights run live, or the engine's
+    dumps (then the target only lends its layer count and embeddings, and the layers the dumps
+    hold decide what each wiring reads: `recorded` when the dumps say which); the releases
+    whose wirings are compared."""
+    if not hidden_states:
+        return {"checkpoint": "given", "target weights": "given (run live)",
+                "engine release": release_given(engines)}
+    return {"checkpoint": "given", "hidden-state dumps": "given",
+            "target weights": given(target, "--target"),
+            "dump layer ids": "recorded in the dumps" if recorded and not dump_layer_ids else
+            given(dump_layer_ids, "-p dump_layer_ids 2,4,5,8",
+                  "not given, the trained layers assumed"),
+            "engine release": release_given(engines)}
 
 
 @torch.no_grad()
@@ -142,7 +160,9 @@ def check_dumps(checkpoint: str | Path, hidden_states: str | Path, engines: list
             "trained_width": run.draft.fc.in_features,
             "num_layers": run.info.num_hidden_layers if run.info else None, "wirings": rows,
             "dump_layer_ids": run.held,
-            "trained_layer_ids": list(trained.layer_ids or ()) or None, "layer_similarity": None}
+            "trained_layer_ids": list(trained.layer_ids or ()) or None, "layer_similarity": None,
+            "had": hidden_evidence(target, hidden_states, dump_layer_ids, engines,
+                                   bool(run.samples[0].layer_ids))}
     data["findings"] = [f.to_json() for f in sort_findings(hidden_findings(data))]
     return data
 

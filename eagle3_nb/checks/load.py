@@ -18,7 +18,8 @@ from eagle3_nb.engines.registry import engine as registered
 from eagle3_nb.engines.facts import CHECKS
 from eagle3_nb.engines.planner import NEEDS, LoadPlan, plan_load
 from eagle3_nb.findings import (ERROR, INFO, SUMMARY_VERSION, WARNING, Finding, engine_codes,
-                                has_errors, sort_findings, verdict_line, verdicts)
+                                given, has_errors, release_given, sort_findings, verdict_line,
+                                verdicts)
 from eagle3_nb.io.checkpoint import Checkpoint, load_target_info
 from eagle3_nb.checks.target_match import (NOT_A_DRAFT_TODO, embedding_findings, not_a_draft,
                                            not_a_draft_finding, target_findings)
@@ -92,15 +93,14 @@ class Inspection:
 
     def evidence(self) -> dict[str, str]:
         """What this answer had to go on, and the flag that supplies what it did not."""
-        weights = "given" if self.compared_embeddings else "not given (--target-config TARGET_DIR)"
         return {"checkpoint": "given",
-                "target config": "given" if self.target else "not given (--target-config)",
-                "target weights": weights,
+                "target config": given(self.target, "--target-config"),
+                "target weights": given(self.compared_embeddings, "--target-config TARGET_DIR"),
                 "engine release": self.release_from,
                 "launch command": ("given" if self.launch is not None and self.log is None
                                    else "from the log" if self.launch is not None
                                    else "not given (--launch)"),
-                "log": "given" if self.log is not None else "not given (--log)"}
+                "log": given(self.log is not None, "--log")}
 
     def beyond_plan(self, plan: LoadPlan) -> list[Finding]:
         """The findings outside the plan that hold for its release: the draft's own (no
@@ -162,8 +162,7 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     target = load_target_info(target_config) if target_config else None
     reading = check_log(log, engines[0] if engines and len(engines) == 1 else None,
                         launch_checks=False) if log else None
-    release_from = "named (--engine)" if engines else \
-        "not given, each engine's newest releases answered (--engine)"
+    release_from = release_given(engines)
     if reading is not None and not engines and reading.profile:
         engines, release_from = [reading.profile], "from the log"
     profiles = resolve_engines(engines)
@@ -272,13 +271,15 @@ def _settle_d2t_advice(ckpt: Checkpoint, findings: list[Finding]) -> list[Findin
 def _settle_launch_conditions(plans: list[LoadPlan], settings) -> None:
     """Known bugs whose condition is the serving command's: with the command at hand, a bug
     that needs an unset method goes when the command names one, and is a warning when not. The
-    plan's defaulted aux ids go where the command itself gives the ids."""
+    plan's defaulted aux ids, and the fc width it builds for their default count, go where the
+    command itself gives the ids."""
     for plan in plans:
         kept = []
         for f in plan.findings:
-            if f.code == "AUX_LAYERS_DEFAULTED" and getattr(settings, "aux_ids", None) is not None \
+            if f.code in ("AUX_LAYERS_DEFAULTED", "AUX_COUNT_MISMATCH") \
+                    and getattr(settings, "aux_ids", None) is not None \
                     and settings.engine == plan.profile.name:
-                continue  # the command names the ids: its own check judges them
+                continue  # the command names the ids: its own check judges them and their count
             if f.evidence.get("needs") == "launch_method_unset":
                 if settings.method:
                     continue

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_nb.engines import resolve_engines
-from eagle3_nb.findings import SUMMARY_VERSION, sort_findings
+from eagle3_nb.findings import SUMMARY_VERSION, given, release_given, sort_findings
 from eagle3_nb.io.checkpoint import Checkpoint
 from eagle3_nb.vocab import (VocabMapping, count_tokens, coverage, coverage_finding,
                              load_tokenizer, read_corpus)
@@ -46,7 +46,15 @@ def check_vocab(path: str | Path, tokenizer: str | Path | None = None,
             "engines": [{k: r[k] for k in ("engine", "version", "profile", "param", "n_wrong",
                                             "n_out_of_range")} for r in view],
             "coverage": cov, "findings": [f.to_json() for f in sort_findings(findings)],
-            "tokenizer": str(tokenizer) if tokenizer else None}
+            "tokenizer": str(tokenizer) if tokenizer else None,
+            "had": vocab_evidence(tokenizer, corpus, engines)}
+
+
+def vocab_evidence(tokenizer, corpus, engines: list[str] | None) -> dict[str, str]:
+    """What could change the vocab answer (`had`; "evidence" is the d2t format's reasons): the
+    tokenizer (token strings, a text corpus), the corpus (coverage), the releases (validity)."""
+    return {"checkpoint": "given", "tokenizer": given(tokenizer, "--tokenizer"),
+            "corpus": given(corpus, "--corpus"), "engine release": release_given(engines)}
 
 
 def vocab_summary(data: dict[str, Any], notebook: str = "02_d2t_mapping") -> dict[str, Any]:
@@ -76,4 +84,5 @@ def vocab_summary(data: dict[str, Any], notebook: str = "02_d2t_mapping") -> dic
                     for e in data.get("engines", [])},
         "coverage": data.get("coverage"),
         "tokenizer": data.get("tokenizer"),
+        "had": data.get("had"),
     }

@@ -135,10 +135,11 @@ DRAFT_CLASS_FIELDS = (
 
 def draft_class_profile(profile: EngineProfile, cfg: DraftConfig) -> EngineProfile:
     """The profile of the draft class the engine builds for this config: its MLA class when
-    architectures[0] names it, else the profile itself (the Llama-style class)."""
+    architectures[0] names it (or, for an MLA class taking any architecture, "*", when the
+    config gives MLA sizes: kv_lora_rank), else the profile itself (the Llama-style class)."""
     arch = cfg.architectures[0] if cfg.architectures else ""
     mla = profile.mla
-    if mla is None or arch not in mla.architectures:
+    if mla is None or not (arch in mla.architectures or ("*" in mla.architectures and cfg.mla)):
         return profile
     return replace(profile, mla=None, cites={**profile.cites, **mla.cites},
                    **{name: getattr(mla, name) for name in DRAFT_CLASS_FIELDS})

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from eagle3_nb.findings import evidence_line
+
 # Every character Markdown (GitHub's included: ~ strikethrough, $ math) could read as markup;
 # a backslash before ASCII punctuation always stands for the character itself. `_` inside a
 # word (KEYS_DROPPED) opens no emphasis, so it stays as it is, readable as text.
@@ -49,9 +51,9 @@ def _verdict(s: dict[str, Any]) -> str:
              f"**{text(v.get('text'))}**"]
     if v.get("line"):
         lines.append(f"engines: {text(v['line'])}")
-    evidence = (s.get("key_figures") or {}).get("evidence") or {}
+    evidence = evidence_line((s.get("key_figures") or {}).get("evidence"))
     if evidence:
-        lines.append("evidence: " + text("; ".join(f"{k}: {w}" for k, w in evidence.items())))
+        lines.append(text(evidence))
     lines.append(f"exit code {text(s.get('exit_code'))} (fail-on {text(s.get('fail_on'))}), "
                  f"finished {text(s.get('finished'))}")
     return "\n\n".join(lines)

@@ -6,7 +6,7 @@ import html
 import textwrap
 from typing import Any
 
-from eagle3_nb.viz.text import SEVERITY_TEXT, advice_lines, printable
+from eagle3_nb.viz.text import SEVERITY_TEXT, advice_lines, evidence_lines, printable
 
 
 def _pct(x) -> str:
@@ -15,16 +15,16 @@ def _pct(x) -> str:
 
 def data_lines(data: dict[str, Any]) -> list[str]:
     s, v = data["stats"], data["vocab"]
-    lines = [f"training data: {data['path']}",
-             f"  read {data['rows_read']} rows"
-             + (f" (stopped at --max-rows {data['max_rows']})" if data["bounded_by_max_rows"]
-                else "")
-             + f": {s['conversations']} conversations, {s['token_rows']} token rows, "
-             f"{s['tokens']} tokens, {s['supervised_tokens']} supervised "
-             f"({_pct(s['supervised_share'])}), {s['empty_rows']} rows with none",
-             f"  assistant turns {s['assistant_turns']}, supervised {s['turns_covered']}; "
-             f"status {s['status'] or 'not recorded'}; max_length {s['max_length']}: "
-             f"{s['rows_cut']} rows cut"]
+    lines = [f"training data: {data['path']}"] + evidence_lines(data.get("had"))
+    lines += [f"  read {data['rows_read']} rows"
+              + (f" (stopped at --max-rows {data['max_rows']})" if data["bounded_by_max_rows"]
+                 else "")
+              + f": {s['conversations']} conversations, {s['token_rows']} token rows, "
+              f"{s['tokens']} tokens, {s['supervised_tokens']} supervised "
+              f"({_pct(s['supervised_share'])}), {s['empty_rows']} rows with none",
+              f"  assistant turns {s['assistant_turns']}, supervised {s['turns_covered']}; "
+              f"status {s['status'] or 'not recorded'}; max_length {s['max_length']}: "
+              f"{s['rows_cut']} rows cut"]
     for e in s["span_edges"][:3]:
         lines.append(f"  span edge x{e['count']}: {e['before']!r} [{e['first']!r} ... "
                      f"{e['last']!r}] {e['after']!r}")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from eagle3_nb.findings import collapses
-from eagle3_nb.viz.html import (AMBER, GREEN, RED, badge, cell, code, esc, fmt_num, fmt_shape,
-                                muted, note, panel, show, table, versus_html)
+from eagle3_nb.viz.html import (AMBER, GREEN, RED, badge, cell, code, esc, evidence_note,
+                                fmt_num, fmt_shape, muted, note, panel, show, table, versus_html)
 
 STATUS_COLORS = {"ok": GREEN, "mismatch": RED, "skipped": AMBER}
 
@@ -40,15 +40,16 @@ def wirings_html(data: dict[str, Any], display: bool = False) -> str:
     reference = ("the token the dump recorded there (teacher-forced: not what the target "
                  "would choose)" if data.get("source") == "dumps"
                  else "the target's greedy token at that position")
-    return show(panel("What reaches the draft, and does it still predict the target?", body,
-                      sub) + note(f"first-step accuracy: the draft's first token vs {reference} "
-                                  "(the seed's training-data test). feature cos: cosine of what "
-                                  "reaches the decoder layer (fc's output, or the raw state where "
-                                  "fc is skipped) to what it is as trained, on the same positions. "
-                                  "± one standard error, prompts as the sampling unit; vs trained: "
-                                  "the difference on the same prompts, indistinguishable within 2 "
-                                  "of its standard errors"),
-                display)
+    how = note(f"first-step accuracy: the draft's first token vs {reference} "
+               "(the seed's training-data test). feature cos: cosine of what "
+               "reaches the decoder layer (fc's output, or the raw state where "
+               "fc is skipped) to what it is as trained, on the same positions. "
+               "± one standard error, prompts as the sampling unit; vs trained: "
+               "the difference on the same prompts, indistinguishable within 2 "
+               "of its standard errors")
+    return show(evidence_note(data.get("had"))
+                + panel("What reaches the draft, and does it still predict the target?", body,
+                        sub) + how, display)
 
 
 def _pm(se: float | None) -> str:

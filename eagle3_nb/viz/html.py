@@ -12,6 +12,8 @@ from __future__ import annotations
 import html as _html
 from typing import Any, Iterable, Sequence
 
+from eagle3_nb.findings import evidence_line
+
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
 MONO = "ui-monospace, SFMono-Regular, Menlo, Consolas, 'Liberation Mono', monospace"
 TEXT = "#1f2328"
@@ -132,6 +134,12 @@ def table(headers: Sequence[str] | None,
 
 def note(text_markup: str) -> str:
     return f'<div style="{style(color=MUTED, font_size="12px", margin="6px 0 0 0")}">{text_markup}</div>'
+
+
+def evidence_note(had: dict[str, str] | None) -> str:
+    """The answer's one evidence line (findings.evidence_line) as a note, "" when none."""
+    line = evidence_line(had)
+    return note(esc(line)) if line else ""
 
 
 def fmt_num(x: Any, digits: int = 4) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from eagle3_nb.findings import evidence_line
+
 VERDICT_TEXT = {"ok": "ok", "silent_failure": "SILENT FAILURE", "load_error": "LOAD ERROR"}
 SEVERITY_TEXT = {"error": "ERROR", "warning": "warn", "info": "info"}
 
@@ -14,17 +16,16 @@ OVERALL_TEXT = {"ok": "ok", "ok_as_far_as_checked": "ok as far as checked (see N
 
 
 def inspection_table(data: dict[str, Any], width: int = 110, show_info: bool = True) -> str:
-    lines = _header(data) + _evidence_line(data.get("evidence")) + _log_line(data.get("log"))
+    lines = _header(data) + evidence_lines(data.get("evidence")) + _log_line(data.get("log"))
     lines += [""] + _engine_table(data) + [""]
     lines += _findings(data, width, show_info) + _unchecked(data) + _overall(data)
     return printable("\n".join(lines))
 
 
-def _evidence_line(evidence: dict[str, str] | None) -> list[str]:
-    if not evidence:
-        return []
-    text = "evidence: " + "; ".join(f"{k}: {v}" for k, v in evidence.items())
-    return textwrap.wrap(text, 110, initial_indent="  ", subsequent_indent=" " * 12)
+def evidence_lines(evidence: dict[str, str] | None) -> list[str]:
+    """What the answer had, and the flag of what it did not (findings.evidence_line), wrapped."""
+    return textwrap.wrap(evidence_line(evidence), 110, initial_indent="  ",
+                         subsequent_indent=" " * 12, break_on_hyphens=False)
 
 
 def _log_line(log: dict[str, Any] | None) -> list[str]:
@@ -166,9 +167,9 @@ def _engine_list(engines: list[str], n_total: int) -> str:
 
 def vocab_text(data: dict[str, Any]) -> str:
     valid = {True: "valid for every engine", False: "NOT valid", None: "undecided"}[data["valid"]]
-    lines = [f"checkpoint: {data['checkpoint']}",
-             f"d2t format: {data['format'].upper()} ({valid}); draft vocab "
-             f"{data['draft_vocab_size']} -> target vocab {data['target_vocab_size']}"]
+    lines = [f"checkpoint: {data['checkpoint']}"] + evidence_lines(data.get("had"))
+    lines += [f"d2t format: {data['format'].upper()} ({valid}); draft vocab "
+              f"{data['draft_vocab_size']} -> target vocab {data['target_vocab_size']}"]
     lines += [f"  evidence: {e}" for e in data["evidence"]]
     lines += [f"  problem:  {p}" for p in data["problems"]]
     for e in data["engines"]:
@@ -188,7 +189,8 @@ def vocab_text(data: dict[str, Any]) -> str:
 
 def diff_text(data: dict[str, Any]) -> str:
     """eagle3-nb diff as text: findings first, then what differs, side by side."""
-    lines = [f"good:  {data['good']}", f"other: {data['other']}", ""]
+    lines = [f"good:  {data['good']}", f"other: {data['other']}"]
+    lines += evidence_lines(data.get("had")) + [""]
     for f in data["findings"]:
         lines.append(f"  {SEVERITY_TEXT[f['severity']]} {f['code']}: {f['message']}")
         lines.extend(advice_lines(f))

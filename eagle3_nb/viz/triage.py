@@ -10,8 +10,8 @@ from typing import Any
 
 from eagle3_nb.viz.hidden import collapsed_row
 from eagle3_nb.viz.html import (AMBER, FONT, GREEN, GREY, MUTED, RED, SEVERITY_COLORS, SOLID_GREEN,
-                                SOLID_RED, TEXT, HTMLString, badge, cell, code, esc, fmt_num,
-                                muted, note, panel, show, style, table, versus_html)
+                                SOLID_RED, TEXT, HTMLString, badge, cell, code, esc,
+                                evidence_note, fmt_num, muted, note, panel, show, style, table, versus_html)
 from eagle3_nb.viz.keys import VERDICT_COLORS
 from eagle3_nb.findings import SEVERITY_ORDER, verdict_line, verdicts
 
@@ -109,9 +109,7 @@ def _verdict_section(s: dict[str, Any]) -> str:
             f'{_verdict_badges(figures.get("verdicts") or {})}</div>')
     if v.get("line"):
         body += note("inspection: " + esc(v["line"]))
-    had = figures.get("evidence") or {}
-    if had:
-        body += note("evidence: " + esc("; ".join(f"{k}: {w}" for k, w in had.items())))
+    body += evidence_note(figures.get("evidence"))
     return _section("verdict", panel("Verdict " + head, body))
 
 

@@ -22,7 +22,7 @@ from eagle3_nb.findings import (ABSOLUTE, AMBIGUOUS, ARANGE_SUBTRACTED, CODES, I
                                 MISSING, OFFSET)
 from eagle3_nb.viz.html import (AMBER, BLUE, BORDER, GREEN, MONO, MUTED, RED, SEVERITY_COLORS,
                                 SOLID_GREEN, SOLID_RED, HTMLString, badge, cell, code, esc,
-                                fmt_num, muted, note, panel, show, style, table)
+                                evidence_note, fmt_num, muted, note, panel, show, style, table)
 
 MAX_POINTS = 5000        # points per figure trace before downsampling
 MAX_ROWS = 40            # suspicious rows in the entries table
@@ -140,7 +140,8 @@ def verdict_html(data: dict[str, Any], mapping=None, display: bool = False) -> H
         body += _section("Findings") + table(["severity", "code", "what it means"], rows)
     sub = (f"{code(data.get('checkpoint'))} · draft vocab {fmt_num(data.get('draft_vocab_size'))}"
            f" → target vocab {fmt_num(data.get('target_vocab_size'))}")
-    return show(panel("Vocabulary mapping (d2t / t2d): the verdict", body, sub), display)
+    return show(evidence_note(data.get("had"))
+                + panel("Vocabulary mapping (d2t / t2d): the verdict", body, sub), display)
 
 
 def _section(title: str) -> str:

@@ -19,7 +19,7 @@ from eagle3_nb.checks.data.render import (ChatTemplate, has_think_marker, served
                                           specforge_mask, specforge_render, trainer_template)
 from eagle3_nb.checks.data.scan import Sample, Scan
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.findings import SUMMARY_VERSION, sort_findings
+from eagle3_nb.findings import SUMMARY_VERSION, given, sort_findings
 from eagle3_nb.io.training_data import (TrainConfig, TrainingFiles, discover, iter_rows,
                                         newest_mtime, read_train_config)
 
@@ -115,25 +115,47 @@ def iter_samples(files: TrainingFiles, scan: Scan, template: ChatTemplate | None
         return
     ready = scan.trainer is not None and scan.tokenizer is not None and template is not None
     rows = _rows(files.conversations, budget)
-    while True:
-        batch = list(islice(rows, BATCH))
-        if not batch:
-            return
-        yield from _emulated(batch, scan, template if ready else None, emulate_length)
+    batches = iter(lambda: list(islice(rows, BATCH)), [])
+    yield from _emulated(batches, scan, template if ready else None, emulate_length)
 
 
-def _emulated(batch: list, scan: Scan, template: ChatTemplate | None, max_length: int
-              ) -> Iterator[Sample]:
-    """A batch of conversation rows tokenised as SpecForge does (one parallel encode_batch)."""
-    rendered = {}
-    for i, row in enumerate(batch):
-        scan.add_row(row)
-        if template is not None and row.conversation:
-            rendered[i] = specforge_render(row.conversation, scan.trainer, template)
+def _emulated(batches: Iterator[list], scan: Scan, template: ChatTemplate | None,
+              max_length: int) -> Iterator[Sample]:
+    """Batches of conversation rows tokenised as SpecForge does. encode_batch releases the
+    GIL, so each batch is tokenised in a thread while the one before it is checked."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        pending = None
+        for batch in batches:
+            rendered = _rendered(batch, scan, template)
+            job = batch, rendered, pool.submit(_encode, scan.tokenizer, rendered)
+            if pending is not None:
+                yield from _masked(*pending, scan, max_length)
+            pending = job
+        if pending is not None:
+            yield from _masked(*pending, scan, max_length)
+
+
+def _rendered(batch: list, scan: Scan, template: ChatTemplate | None) -> dict[int, tuple]:
+    if template is None:
+        return {}
+    return {i: specforge_render(row.conversation, scan.trainer, template)
+            for i, row in enumerate(batch) if row.conversation}
+
+
+def _encode(tokenizer, rendered: dict[int, tuple]) -> dict[int, Any]:
     order = list(rendered)
-    encs = scan.tokenizer.encode_batch([rendered[i][0] for i in order],
-                                       add_special_tokens=False) if order else []
-    encoded = dict(zip(order, encs))
+    encs = tokenizer.encode_batch([rendered[i][0] for i in order],
+                                  add_special_tokens=False) if order else []
+    return dict(zip(order, encs))
+
+
+def _masked(batch: list, rendered: dict[int, tuple], encoding, scan: Scan, max_length: int
+            ) -> Iterator[Sample]:
+    for row in batch:
+        scan.add_row(row)
+    encoded = encoding.result()
     for i, row in enumerate(batch):
         if i not in encoded:
             yield Sample(None, None, row)
@@ -195,6 +217,13 @@ def check_data(path: str | Path, tokenizer: str | Path | None = None, template: 
             bar.close()
     result = _result(files, cfg, scan, drafted, budget, serve_thinking,
                      serve_context or _target_context(target), prompts, name, source is not None)
+    result["had"] = {  # each can change an answer above; the flag that supplies it
+        "training data": "given", "training config": given(config or files.configs, "--config"),
+        "tokenizer": given(tok is not None, "--tokenizer or --target"),
+        "served chat template": given(source, "--chat-template"),
+        "trainer template": given(name, "--template"), "draft": given(draft, "--draft"),
+        "target": given(target, "--target"), "serving prompts": given(prompts, "--prompts"),
+        "training dumps": given(hidden_states, "--hidden-states")}
     if keep is not None:
         _policy(result, keep, scan, drafted, target, hidden_states, run_target)
     return result
@@ -310,7 +339,7 @@ def data_summary(data: dict[str, Any], notebook: str = "05_training_data") -> di
                 "rows", "token_rows", "supervised_tokens", "supervised_share", "empty_rows")},
             "vocab": data["vocab"], "policy": data.get("policy"), "dumps": data.get("dumps"),
             "findings": data["findings"],
-            "bounded_by_max_rows": data["bounded_by_max_rows"]}
+            "bounded_by_max_rows": data["bounded_by_max_rows"], "had": data.get("had")}
 
 
 def check_data_parameters(train_data: str, tokenizer: str = "", chat_template: str = "",

@@ -12,14 +12,16 @@ command may be (engines.launch.MAX_COMMAND_BYTES)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 from eagle3_nb.engines.launch import MAX_COMMAND_BYTES, LaunchSettings, as_int, read_flags
 from eagle3_nb.engines.planner import trained_aux_indices
+from eagle3_nb.engines.profile import release_key
 from eagle3_nb.engines.registry import LaunchDialect
-from eagle3_nb.errors import ConfigError
+from eagle3_nb.errors import ConfigError, Eagle3NbError
 from eagle3_nb.findings import ERROR, INFO, WARNING
 
 ARGS = "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py EagleDecodingConfig [main@00679c66]"
@@ -39,6 +41,14 @@ ARCH = ("NVIDIA/TensorRT-LLM tensorrt_llm/_torch/models/modeling_speculative.py 
         "load_weights) [main@00679c66]")
 CONFIG_FLAGS = ("--config", "--extra_llm_api_options")
 EAGLE3_TYPES = ("eagle3", "eagle")       # "Eagle": the older name, an alias from PR #10124
+# the names DecodingBaseConfig.from_dict dispatches on, exactly as written (case-sensitive
+# dict lookup, else ValueError "Invalid decoding type"); "Eagle3" from PR #10124 (after 1.1.0's
+# branch, assumed in 1.2.0), "Eagle" in every release (on the PyTorch backend it runs EAGLE-3)
+EAGLE3_NAME_SINCE = "1.2.0"
+DISPATCH = ("NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py DecodingBaseConfig.from_dict "
+            "(stored older copies: config_classes.get(decoding_type), keys 'Eagle', 'MTP', ...; "
+            "no 'Eagle3') and Eagle3DecodingConfig decoding_type Literal['Eagle3'] (a stored "
+            "recent copy, its commit not recorded), PR #10124")
 DRAFT_KEYS = ("speculative_model", "speculative_model_dir")
 NOT_PROBED = "read from source, not checked with the engine's loader"
 _TOP_KEY = re.compile(r"^speculative_config\s*:", re.M)   # a YAML mapping's top-level key
@@ -158,6 +168,11 @@ def checks(launch: LaunchSettings, cfg, p, ev: dict) -> list[tuple]:
         out.append(("LAUNCH_SETTING", ERROR, f"speculative_config.decoding_type is "
                     f"{kind or 'not set'}: an EAGLE-3 draft needs {p.capture_switch}",
                     {**ev, "cite": ARGS}))
+    elif isinstance(kind, str) and kind not in _eagle_names(p):
+        out.append(("LAUNCH_SETTING", ERROR, f"speculative_config.decoding_type {kind!r}: "
+                    f"{p.name} {p.version} refuses it at startup (the name is matched exactly: "
+                    f"'Invalid decoding type' in the copies read); write decoding_type: "
+                    f"{_eagle_names(p)[-1]}", {**ev, "cite": DISPATCH}))
     if launch.flags.get("eagle3_model_arch", "llama3") != "llama3":
         out.append(("LAUNCH_SETTING", WARNING, "speculative_config.eagle3_model_arch is "
                     f"{launch.flags['eagle3_model_arch']}: the engine builds "
@@ -167,6 +182,12 @@ def checks(launch: LaunchSettings, cfg, p, ev: dict) -> list[tuple]:
     if cfg is not None and "eagle3_layers_to_capture" in launch.flags:
         out += _capture(launch, cfg, ev)
     return out
+
+
+def _eagle_names(p) -> tuple[str, ...]:
+    """The EAGLE-3 decoding_type names this release dispatches on, the current one last."""
+    return ("Eagle", "Eagle3") if release_key(p.covers[0]) >= release_key(EAGLE3_NAME_SINCE) \
+        else ("Eagle",)
 
 
 def _backend(launch: LaunchSettings, ev: dict) -> list[tuple]:
@@ -233,6 +254,35 @@ def _fc_width(ids: list[int], cfg, ev: dict) -> list[tuple]:
     return []
 
 
+def serve(target: str, draft: str) -> str:
+    """The --config YAML a person writes to serve DRAFT (trtllm-serve TARGET --config it): the
+    kit's own eagle3_layers_to_capture line from the draft's trained ids, omitted where they are
+    not known (TensorRT-LLM then captures its defaults, which the checks report). The target is
+    named on trtllm-serve's command line, not in this file. decoding_type Eagle: the one name
+    every release dispatches on (Eagle3 is refused before 1.2.0; Eagle is its deprecated alias
+    after)."""
+    lines = ["speculative_config:", "  decoding_type: Eagle", "  max_draft_len: 3",
+             f"  speculative_model: {json.dumps(draft)}"]
+    capture = _line(_trained_for(target, draft))
+    return "\n".join(lines + ([f"  {capture}"] if capture else [])) + "\n"
+
+
+def _trained_for(target: str, draft: str) -> list[int] | None:
+    """The hidden_states indices the draft was trained on, the target's depth resolving the
+    defaults; None where its config (or the target's) does not say."""
+    from eagle3_nb.config import parse_config, parse_target_config
+    from eagle3_nb.io.checkpoint import read_json
+
+    draft_dir, target_dir = Path(draft).resolve(), Path(target).resolve()
+    try:
+        cfg = parse_config(read_json(draft_dir, "config.json"))
+        layers = parse_target_config(read_json(target_dir, "config.json"), target) \
+            .num_hidden_layers if target_dir.is_dir() else None
+    except Eagle3NbError:
+        return None
+    return trained_aux_indices(cfg, layers)[0]
+
+
 DIALECT = LaunchDialect(
     starts=starts, parse=parse, checks=checks,
     draft_tensor_parallel=lambda launch: launch.tensor_parallel,
@@ -245,4 +295,5 @@ DIALECT = LaunchDialect(
     setting_names={"num_steps": "speculative_config.max_draft_len",
                    "method": "speculative_config.decoding_type"},
     read_text=read_text,
+    serve=serve,
 )

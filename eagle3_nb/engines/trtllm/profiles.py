@@ -172,7 +172,12 @@ TRTLLM_1_1 = earlier_range(
      "(opened 2025-12-18, after 1.1.0's branch): pretrained_config.draft_vocab_size read as a "
      "plain attribute (stored older copy); _ensure_draft_vocab_size, which defaults it to "
      "vocab_size with a warning, came with #10124 (first release 1.2.0rc7 or 1.3.0rc0, "
-     "assumed in 1.2.0)"},
+     "assumed in 1.2.0)",
+     "capture_switch": f"{ARGS} DecodingBaseConfig.from_dict before PR #10124 (stored older "
+     "copies): config_classes has 'Eagle' and no 'Eagle3' (Invalid decoding type); Eagle on "
+     "the PyTorch backend runs EAGLE-3 (EagleDecodingConfig.spec_dec_mode)"},
+    capture_switch="speculative_config with decoding_type: Eagle (no Eagle3 name before PR "
+                   "#10124) and speculative_model: DRAFT in the trtllm-serve --config YAML",
     missing_draft_vocab_error="config has no draft_vocab_size: Eagle3ForCausalLM.__init__ "
                               "reads pretrained_config.draft_vocab_size as a plain attribute "
                               "(AttributeError); add \"draft_vocab_size\" to config.json",
@@ -197,6 +202,34 @@ TRTLLM_1_2 = _read_as(TRTLLM_1_2, f"{MAIN} and a stored pre-#11010 copy of {SPEC
 TRTLLM_1_1 = _read_as(TRTLLM_1_1, f"a stored pre-#10124 copy of {SPEC}; assumed for 1.1.0")
 TRTLLM_0_19 = _read_as(TRTLLM_0_19, "release notes 0.19.0-1.1.0 and the stored older copies; "
                                     "no copy of 0.19-1.0 code was read")
+
+# The MLA draft attention: Eagle3ForCausalLM.__init__ sets _use_mla from the config's
+# kv_lora_rank (whatever architectures says) and Eagle3DecoderLayer builds Eagle3MLAttention,
+# whose first layer's kv_a_proj_with_mqa takes 2H inputs and holds q_a_proj's rows too;
+# load_weights hands the keys to DeepseekV3WeightLoader, which concatenates q_a_proj and
+# kv_a_proj_with_mqa (q_a first) into that one parameter.
+MLA_STACKED = ((".kv_a_proj_with_mqa", ".q_a_proj", 0),
+               (".kv_a_proj_with_mqa", ".kv_a_proj_with_mqa", 1),
+               (".gate_up_proj", ".gate_proj", 0), (".gate_up_proj", ".up_proj", 1))
+MLA_CITE = (f"{SRC} {SPEC} Eagle3ForCausalLM.__init__ (_use_mla = config.kv_lora_rank), "
+            "Eagle3MLAttention.__init__ (kv_a_proj_with_mqa: 2H -> q_lora_rank + kv_lora_rank + "
+            "qk_rope_head_dim) and Eagle3ForCausalLM.load_weights (DeepseekV3WeightLoader) "
+            f"[{MAIN}]; tensorrt_llm/_torch/models/modeling_deepseekv3.py weight loader: "
+            "fused_a = cat([q_a_proj, kv_a_proj_with_mqa]) (stored copies)")
+
+
+def _with_mla(profile: EngineProfile, read: str) -> EngineProfile:
+    """The release's draft class for a config with kv_lora_rank: the same Eagle3ForCausalLM
+    with MLA attention (architectures "*": chosen by the config, not by its name)."""
+    mla = replace(profile, draft_attention="mla", stacked=MLA_STACKED,
+                  cites={**profile.cites, "draft_attention": f"{MLA_CITE}; {read}",
+                         "load_weights": f"{profile.cites['load_weights']}; MLA keys: "
+                                         f"{MLA_CITE}"})
+    return replace(profile, mla=mla)
+
+
+TRTLLM_1_4 = _with_mla(TRTLLM_1_4, "read at main@00679c66")
+TRTLLM_1_2 = _with_mla(TRTLLM_1_2, "read in the stored pre-#11010 copy, assumed for 1.2.0-1.3.0rc0")
 
 PROFILES = (TRTLLM_0_19, TRTLLM_1_1, TRTLLM_1_2, TRTLLM_1_4)
 
