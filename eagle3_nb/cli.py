@@ -444,8 +444,10 @@ def cmd_data(args) -> int:
     from eagle3_nb.checks.data import check_data
     from eagle3_nb.viz.data import data_text
 
-    if args.max_rows is not None and args.max_rows < 1:
-        raise Eagle3NbError("--max-rows must be at least 1", "--max-rows", "pass a row count")
+    for flag, value in (("--max-rows", args.max_rows), ("--max-length", args.max_length),
+                        ("--serve-context", args.serve_context)):
+        if value is not None and value < 1:
+            raise Eagle3NbError(f"{flag} must be at least 1", flag, "pass a positive count")
     thinking = {"on": True, "off": False, None: None}[args.serve_thinking]
     data = check_data(args.path, args.tokenizer, args.template, args.chat_template, thinking,
                       args.draft, args.target, args.prompts, args.max_rows, args.max_length,

@@ -225,6 +225,9 @@ def test_cli_exit_codes(tmp_path):
     assert rc == 2 and "line 1 is not JSON" in err and "Traceback" not in err and not out
     rc, _, err = run_cli("data", TRAINING / "specforge", "--template", "nope")
     assert rc == 2 and "unknown trainer template" in err
+    for flag in ("--max-rows", "--max-length", "--serve-context"):
+        rc, out, err = run_cli("data", TRAINING / "specforge", flag, "0")
+        assert rc == 2 and f"{flag} must be at least 1" in err and not out, (flag, err)
 
 
 def test_check6_without_dumps_says_the_provenance_and_needs_no_torch():
