@@ -594,23 +594,7 @@ def read_specforge_dump(path_or_dir: str | Path, layer_ids: Sequence[int] | None
         return [read_specforge_dump(f, layer_ids, dtype) for f in files]
     path = Path(path_or_dir)
     where = str(path)
-    if not path.is_file():  # a FIFO or device would block torch.load
-        raise DumpFormatError("is not a regular file", where, "point at the dump file itself")
-    check_torch_file(path)
-    _check_sample_size(path.stat().st_size, where)  # stored members: the file bounds the data
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        first = (str(exc).strip().splitlines() or ["unpickling refused"])[0]
-        raise UnsafeInputError(f"the .ckpt needs more than plain tensors to load ({first})", where,
-                               "the kit loads pickles only with weights_only=True; re-save the "
-                               "dict of tensors from a trusted environment") from None
-    except (RuntimeError, EOFError, OSError, ValueError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise DumpFormatError(f"cannot read the .ckpt ({first})", where,
-                              "the file is truncated or not a torch.save file") from None
+    obj = _torch_load_bounded(path, ".ckpt")
     if not isinstance(obj, dict):
         raise DumpFormatError(f"the .ckpt holds a {type(obj).__name__}, not a dict", where,
                               "a SpecForge dump is a dict with input_ids, loss_mask, hidden_state "
@@ -677,7 +661,11 @@ def read_savestate_dump(path_or_dir: str | Path, layer_ids: Sequence[int] | None
     return [_savestate_sample(r, i, layer_ids, dtype, where) for i, r in enumerate(records)]
 
 
-def _load_torch_records(path: Path, where: str) -> list:
+def _torch_load_bounded(path: Path, kind: str) -> Any:
+    """A dump written by torch.save: a regular file, its archive bounded (io.torchfile) and its
+    size within a sample's (stored members: the file bounds the data), then
+    torch.load(weights_only=True), the only way the kit opens a pickle."""
+    where = str(path)
     if not path.is_file():  # a FIFO or device would block torch.load
         raise DumpFormatError("is not a regular file", where, "point at the dump file itself")
     check_torch_file(path)
@@ -685,15 +673,20 @@ def _load_torch_records(path: Path, where: str) -> list:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            obj = torch.load(path, map_location="cpu", weights_only=True)
+            return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         first = (str(exc).strip().splitlines() or ["unpickling refused"])[0]
-        raise UnsafeInputError(f"the .pt needs more than plain tensors to load ({first})", where,
-                               "the kit loads pickles only with weights_only=True") from None
+        raise UnsafeInputError(f"the {kind} needs more than plain tensors to load ({first})",
+                               where, "the kit loads pickles only with weights_only=True; re-save "
+                               "the tensors from a trusted environment") from None
     except (RuntimeError, EOFError, OSError, ValueError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise DumpFormatError(f"cannot read the .pt ({first})", where,
+        raise DumpFormatError(f"cannot read the {kind} ({first})", where,
                               "the file is truncated or not a torch.save file") from None
+
+
+def _load_torch_records(path: Path, where: str) -> list:
+    obj = _torch_load_bounded(path, ".pt")
     if not isinstance(obj, list) or not obj or not all(isinstance(r, dict) for r in obj):
         raise DumpFormatError(f"the .pt holds a {type(obj).__name__}, not a list of records",
                               where, "a SaveState dump is a list of dicts with input_ids and "
