@@ -17,9 +17,9 @@ from eagle3_nb.engines import resolve_engines
 from eagle3_nb.engines.registry import engine as registered
 from eagle3_nb.engines.facts import CHECKS
 from eagle3_nb.engines.planner import NEEDS, LoadPlan, plan_load
-from eagle3_nb.findings import (ERROR, INFO, SUMMARY_VERSION, WARNING, Finding, engine_codes,
-                                given, has_errors, release_given, sort_findings, verdict_line,
-                                verdicts)
+from eagle3_nb.findings import (ERROR, INFO, NEXT_COMMANDS, SUMMARY_VERSION, WARNING, Finding,
+                                engine_codes, given, has_errors, release_given, sort_findings,
+                                verdict_line, verdicts)
 from eagle3_nb.io.checkpoint import Checkpoint, load_target_info
 from eagle3_nb.checks.target_match import (NOT_A_DRAFT_TODO, embedding_findings, not_a_draft,
                                            not_a_draft_finding, target_findings)
@@ -241,7 +241,6 @@ def _settle_convert_advice(ckpt: Checkpoint, plans: list[LoadPlan], target) -> N
     where the engine reports the same code for it, the finding brings its own step and no
     command instead of advice that changes nothing."""
     from eagle3_nb.convert import preview   # the same layer; only for drafts with such findings
-    from eagle3_nb.findings import NEXT_COMMANDS
 
     convert = NEXT_COMMANDS.get("KEYS_DROPPED")
     for plan in plans:

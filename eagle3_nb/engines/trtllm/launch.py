@@ -21,6 +21,7 @@ from eagle3_nb.engines.launch import MAX_COMMAND_BYTES, LaunchSettings, as_int, 
 from eagle3_nb.engines.planner import trained_aux_indices
 from eagle3_nb.engines.profile import release_key
 from eagle3_nb.engines.registry import LaunchDialect
+from eagle3_nb.engines.trtllm.profiles import NOT_PROBED
 from eagle3_nb.errors import ConfigError, Eagle3NbError
 from eagle3_nb.findings import ERROR, INFO, WARNING
 
@@ -50,7 +51,6 @@ DISPATCH = ("NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py DecodingBaseCon
             "no 'Eagle3') and Eagle3DecodingConfig decoding_type Literal['Eagle3'] (a stored "
             "recent copy, its commit not recorded), PR #10124")
 DRAFT_KEYS = ("speculative_model", "speculative_model_dir")
-NOT_PROBED = "read from source, not checked with the engine's loader"
 _TOP_KEY = re.compile(r"^speculative_config\s*:", re.M)   # a YAML mapping's top-level key
 
 
