@@ -570,7 +570,8 @@ def _accept_on_dumps(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from eagle3_nb.report.run import ReportOptions, run_report
+    from eagle3_nb.report.options import ReportOptions
+    from eagle3_nb.report.run import run_report
 
     def path(p):
         return None if p is None else Path(p)

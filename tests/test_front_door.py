@@ -154,7 +154,8 @@ def test_log_findings_carry_the_signature_s_own_step(tmp_path, capsys):
 
 def test_the_report_summary_findings_carry_them_too():
     from eagle3_nb.checks.load import inspect_checkpoint
-    from eagle3_nb.report.run import Step, merge_findings
+    from eagle3_nb.report.steps import Step
+    from eagle3_nb.report.summary import merge_findings
 
     data = inspect_checkpoint(DRAFTS / "d2t-absolute").to_json()
     merged = merge_findings([Step("01_checkpoint_keys", Path("01.ipynb"), {},

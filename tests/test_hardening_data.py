@@ -18,7 +18,7 @@ import pytest
 import eagle3_nb
 from conftest import DRAFTS, REPO
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.report.run import ReportOptions, resolve_options
+from eagle3_nb.report.options import ReportOptions, resolve_options
 
 
 def listing(root: Path) -> dict[str, bytes]:

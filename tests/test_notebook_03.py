@@ -8,7 +8,8 @@ import pytest
 from conftest import DRAFTS, REPO, SAMPLES, write_dumps
 from eagle3_nb.findings import evidence_line
 from eagle3_nb.report.notebooks import render_html, run_notebook
-from eagle3_nb.report.run import Step, merge_findings
+from eagle3_nb.report.steps import Step
+from eagle3_nb.report.summary import merge_findings
 from test_notebooks import first_output
 
 NB03 = REPO / "notebooks" / "03_hidden_state_shapes.ipynb"

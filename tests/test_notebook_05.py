@@ -16,7 +16,8 @@ TRAINING = REPO / "data_samples" / "training"
 
 def test_the_report_skips_notebook_05_without_training_data():
     from eagle3_nb.report.notebooks import notebook_parameters
-    from eagle3_nb.report.run import ReportOptions, skip_reason
+    from eagle3_nb.report.options import ReportOptions
+    from eagle3_nb.report.steps import skip_reason
 
     declared = notebook_parameters(NB05)
     why, how = skip_reason(declared, ReportOptions(checkpoint=DRAFTS / "good"))
@@ -27,7 +28,8 @@ def test_the_report_skips_notebook_05_without_training_data():
 
 @pytest.mark.notebook
 def test_report_train_data_runs_notebook_05_and_its_findings_reach_the_front_page(tmp_path):
-    from eagle3_nb.report.run import ReportOptions, run_report
+    from eagle3_nb.report.options import ReportOptions
+    from eagle3_nb.report.run import run_report
 
     out = tmp_path / "report"
     opts = ReportOptions(checkpoint=DRAFTS / "good", out=out, notebooks=[NB05],

@@ -19,7 +19,9 @@ import pytest
 from conftest import DRAFTS, REPO, SAMPLES
 from eagle3_nb.cli import main
 from eagle3_nb.io.files import OWNER_NAME, directory_lock, remove_stale_staging
+from eagle3_nb.report import options as report_options
 from eagle3_nb.report import run as report_run
+from eagle3_nb.report import summary as report_summary
 
 LAYERS0 = DRAFTS / "layers0-flat"
 NB01 = REPO / "notebooks" / "01_checkpoint_keys.ipynb"
@@ -42,8 +44,8 @@ def fake_report(out: Path, extra: dict[str, str] | None = None) -> None:
     for rel, text in files.items():
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / rel).write_text(text)
-    (out / report_run.MARKER).write_text(json.dumps(
-        {"written_by": "eagle3-nb report", "files": [*files, report_run.MARKER]}))
+    (out / report_options.MARKER).write_text(json.dumps(
+        {"written_by": "eagle3-nb report", "files": [*files, report_options.MARKER]}))
     for rel, text in (extra or {}).items():
         (out / rel).write_text(text)
 
@@ -126,7 +128,8 @@ def test_a_second_run_on_the_same_out_is_refused_while_the_first_holds_it(tmp_pa
 REPORT_CODE = """
 import sys
 from pathlib import Path
-from eagle3_nb.report.run import ReportOptions, run_report
+from eagle3_nb.report.options import ReportOptions
+from eagle3_nb.report.run import run_report
 run_report(ReportOptions(checkpoint=Path({ckpt!r}), out=Path({out!r}), overwrite=True,
                          target_config=Path({cfg!r}), notebooks=[Path({nb!r})]),
            progress=lambda line: None)
@@ -154,7 +157,7 @@ def wait_for_staging(parent: Path, name: str, proc: subprocess.Popen, limit_s: f
 
 
 def run_report_once(out: Path) -> dict:
-    return report_run.run_report(report_run.ReportOptions(
+    return report_run.run_report(report_options.ReportOptions(
         checkpoint=LAYERS0, out=out, overwrite=True, target_config=TARGET_CONFIG,
         notebooks=[NB01]), progress=lambda line: None)
 
@@ -175,7 +178,7 @@ def test_a_killed_overwrite_keeps_the_previous_report_and_the_next_run_cleans_up
     out = tmp_path / "out"
     run_report_once(out)
     previous = snapshot(out)
-    assert "index.html" in previous and report_run.MARKER in previous
+    assert "index.html" in previous and report_options.MARKER in previous
     proc = start_report(out)
     wait_for_staging(tmp_path, "out", proc)
     proc.send_signal(signal.SIGKILL)
@@ -186,7 +189,7 @@ def test_a_killed_overwrite_keeps_the_previous_report_and_the_next_run_cleans_up
     summary = run_report_once(out)                        # takes over the stale lock and tmp
     assert leftovers(tmp_path) == []
     assert summary["notebooks"][0]["status"] == "ok" and (out / "index.html").is_file()
-    assert set(json.loads((out / report_run.MARKER).read_text())["files"]) == set(snapshot(out))
+    assert set(json.loads((out / report_options.MARKER).read_text())["files"]) == set(snapshot(out))
 
 
 def test_a_run_killed_between_its_renames_gets_its_previous_report_back(tmp_path):
@@ -255,9 +258,9 @@ def test_a_marker_listing_paths_outside_the_report_deletes_nothing_there(tmp_pat
     fake_report(out)
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
-    marker = json.loads((out / report_run.MARKER).read_text())
+    marker = json.loads((out / report_options.MARKER).read_text())
     marker["files"] += ["../../victim.txt", str(victim)]
-    (out / report_run.MARKER).write_text(json.dumps(marker))
+    (out / report_options.MARKER).write_text(json.dumps(marker))
     run_report_once(out)
     assert victim.read_text() == "keep me" and (out / "index.html").is_file()
     assert leftovers(tmp_path) == []
@@ -334,9 +337,9 @@ def test_a_checkpoint_declaring_a_terabyte_is_hashed_within_the_budget(tmp_path)
             fh.truncate(8 + len(header) + n)
         except OSError:
             pytest.skip("this file system holds no sparse 1 TiB file")
-    opts = report_run.resolve_options(report_run.ReportOptions(checkpoint=draft,
+    opts = report_options.resolve_options(report_options.ReportOptions(checkpoint=draft,
                                                                out=tmp_path / "out"))
-    hashes = report_run.input_hashes(opts, [])["checkpoint"]
+    hashes = report_summary.input_hashes(opts, [])["checkpoint"]
     assert set(hashes["files"]) == {"config.json"}
     part = hashes["partially_hashed"]["model.safetensors"]
     assert part["size"] == 8 + len(header) + n and part["first_bytes"] == 64 << 20

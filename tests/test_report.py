@@ -27,13 +27,16 @@ from conftest import DRAFTS, REPO, SAMPLES
 
 from eagle3_nb import findings
 from eagle3_nb.checks import triage as triage_check
+from eagle3_nb.report import options as report_options
 from eagle3_nb.report import run as report_run
+from eagle3_nb.report import steps as report_steps
+from eagle3_nb.report import summary as report_summary
 from eagle3_nb.cli import main
 from eagle3_nb.report.notebooks import notebook_parameters
 
 LAYERS0 = DRAFTS / "layers0-flat"
 TARGET = SAMPLES / "target"
-NOTEBOOKS = report_run.discover_notebooks()
+NOTEBOOKS = report_options.discover_notebooks()
 NAMES = [nb.stem for nb in NOTEBOOKS]
 NEEDS_TARGET = [nb.stem for nb in NOTEBOOKS if "target" in notebook_parameters(nb)]
 ENGINES = ["sglang==0.5.9", "vllm==0.33"]
@@ -192,7 +195,7 @@ def test_full_run_notebooks_ran_in_order_with_their_own_parameters(full):
 def test_full_run_findings_are_merged_and_ordered(full):
     s, out = full["summary"], full["out"]
     findings = s["findings"]
-    ranks = [report_run.SEVERITY_ORDER[f["severity"]] for f in findings]
+    ranks = [report_summary.SEVERITY_ORDER[f["severity"]] for f in findings]
     assert ranks == sorted(ranks) and ranks[0] == 0
     # every finding of every notebook's summary.json is in the merged list, with its notebook
     merged = {(f["code"], f["severity"], f["engine"], f["message"]): f for f in findings}
@@ -238,8 +241,8 @@ def test_full_run_provenance(full):
     s = full["summary"]
     assert s["kind"] == "eagle3-nb report" and s["unused_options"] == []
     versions = s["versions"]
-    assert set(versions) == {"python", *report_run.PACKAGES}
-    for name in report_run.PACKAGES:
+    assert set(versions) == {"python", *report_summary.PACKAGES}
+    for name in report_summary.PACKAGES:
         assert versions[name] == importlib.metadata.version(name)
     assert versions["python"] == ".".join(map(str, sys.version_info[:3]))
 
@@ -275,7 +278,7 @@ def test_index_html_verdict_findings_and_links(full):
     # findings table: severities never go back up (error, then warning, then info)
     severities = [row.split()[0] for row in page.rows["findings"][1:]]
     assert severities and severities[0] == "error"
-    ranks = [report_run.SEVERITY_ORDER[s] for s in severities]
+    ranks = [report_summary.SEVERITY_ORDER[s] for s in severities]
     assert ranks == sorted(ranks)
     dropped = next(r for r in page.rows["findings"] if "KEYS_DROPPED" in r)
     assert ENGINES[0] in dropped and "eagle3-nb convert" in dropped and "00_triage" in dropped
@@ -358,9 +361,9 @@ def test_exit_code_follows_fail_on():
     cases = [(verdict(), 0, 0, 0), (verdict(warnings=1), 0, 1, 0), (verdict(errors=1), 1, 1, 0),
              (verdict(failed=["02"]), 1, 1, 0)]
     for v, on_error, on_warning, never in cases:
-        assert report_run.exit_code(v, "error") == on_error
-        assert report_run.exit_code(v, "warning") == on_warning
-        assert report_run.exit_code(v, "never") == never
+        assert report_summary.exit_code(v, "error") == on_error
+        assert report_summary.exit_code(v, "warning") == on_warning
+        assert report_summary.exit_code(v, "never") == never
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -412,42 +415,42 @@ def test_overwrite_replaces_only_an_earlier_report(tmp_path):
     (earlier / "01_checkpoint_keys").mkdir(parents=True)
     (earlier / "index.html").write_text("old")
     (earlier / "01_checkpoint_keys" / "01_checkpoint_keys.html").write_text("old")
-    (earlier / report_run.MARKER).write_text("")  # the marker of a report older than its list
-    with pytest.raises(report_run.OutputExistsError):
-        report_run.check_out(earlier, overwrite=False)
-    report_run.check_out(earlier, overwrite=True)
+    (earlier / report_options.MARKER).write_text("")  # the marker of a report older than its list
+    with pytest.raises(report_options.OutputExistsError):
+        report_options.check_out(earlier, overwrite=False)
+    report_options.check_out(earlier, overwrite=True)
     # a file the report did not write is never deleted, marker or not (before: rmtree)
     (earlier / "anything.txt").write_text("inside a marked report")
-    with pytest.raises(report_run.OutputExistsError, match="anything.txt"):
-        report_run.check_out(earlier, overwrite=True)
+    with pytest.raises(report_options.OutputExistsError, match="anything.txt"):
+        report_options.check_out(earlier, overwrite=True)
     old_demo = tmp_path / "old-demo"  # what the notebook-01-only demo used to leave
     old_demo.mkdir()
     for name in ("01_checkpoint_keys.html", "01_checkpoint_keys.ipynb", "summary.json"):
         (old_demo / name).write_text("x")
-    report_run.check_out(old_demo, overwrite=True)
-    report_run.check_out(tmp_path / "new", overwrite=False)
+    report_options.check_out(old_demo, overwrite=True)
+    report_options.check_out(tmp_path / "new", overwrite=False)
 
 
 # ----------------------------------------------------------------------------- units
 
 def test_parameters_per_notebook_and_skips():
-    opts = report_run.ReportOptions(checkpoint=LAYERS0, hidden_states=Path("/dumps"))
+    opts = report_options.ReportOptions(checkpoint=LAYERS0, hidden_states=Path("/dumps"))
     with_dumps = {"target": {}, "hidden_states": {}}
-    assert report_run.skip_reason(with_dumps, opts) is None
-    why, how = report_run.skip_reason({"target": {}}, opts)
+    assert report_steps.skip_reason(with_dumps, opts) is None
+    why, how = report_steps.skip_reason({"target": {}}, opts)
     assert "--hidden-states alone" in why and "--target DIR" in how
-    assert report_run.skip_reason({"checkpoint": {}}, opts) is None
-    assert report_run.coerce("3", "int", "n") == 3 and report_run.coerce("no", "bool", "b") is False
-    assert report_run.coerce(4, "str", "s") == "4" and report_run.coerce("1.5", "float", "f") == 1.5
-    values = report_run.report_values(opts)
+    assert report_steps.skip_reason({"checkpoint": {}}, opts) is None
+    assert report_steps.coerce("3", "int", "n") == 3 and report_steps.coerce("no", "bool", "b") is False
+    assert report_steps.coerce(4, "str", "s") == "4" and report_steps.coerce("1.5", "float", "f") == 1.5
+    values = report_steps.report_values(opts)
     assert values["target_config"] == "" and values["tokenizer"] == ""  # never bundled defaults
     assert values["prompts"] is None and values["engine"] == ""  # each engine's newest
 
 
 def test_options_no_notebook_takes_are_reported():
-    opts = report_run.ReportOptions(checkpoint=LAYERS0, observed="1.02", wiring="trained",
+    opts = report_options.ReportOptions(checkpoint=LAYERS0, observed="1.02", wiring="trained",
                                 notebooks=[REPO / "notebooks" / "01_checkpoint_keys.ipynb"])
-    assert report_run.unused_options(opts) == ["--observed", "--wiring"]
+    assert report_steps.unused_options(opts) == ["--observed", "--wiring"]
 
 
 def test_next_step_names_the_engine_and_checkpoint():
@@ -459,13 +462,13 @@ def test_next_step_names_the_engine_and_checkpoint():
 
 
 def test_key_figures_read_an_acceptance_summary():
-    step = report_run.Step("04_acceptance", Path("04_acceptance.ipynb"), {}, status="ok")
+    step = report_steps.Step("04_acceptance", Path("04_acceptance.ipynb"), {}, status="ok")
     step.summary = {"headline": {"wiring": "trained", "mean_accept_length": 2.5},
                     "compare": {"wiring": "sglang==0.5.9", "mean_accept_length": 1.07},
                     "what_if": {"observed_accept_length": 1.03, "explanation": "because",
                                 "rows": [{"wiring": "single_layer", "mean_accept_length": 1.0,
                                           "consistent": True, "error": None}]}}
-    a = report_run.key_figures([step])["acceptance"]
+    a = report_summary.key_figures([step])["acceptance"]
     assert a["mean_accept_length"] == 2.5 and a["compare"]["mean_accept_length"] == 1.07
     assert a["observed"] == 1.03 and a["what_if"]["single_layer"]["consistent"] is True
     from eagle3_nb.viz.triage import _acceptance_table
@@ -474,23 +477,23 @@ def test_key_figures_read_an_acceptance_summary():
                   "single_layer", "matches"):
         assert words in html, words
     step.summary = {"headline": "not a dict", "what_if": None}  # tolerated, not crashed on
-    assert report_run.key_figures([step])["acceptance"]["mean_accept_length"] is None
+    assert report_summary.key_figures([step])["acceptance"]["mean_accept_length"] is None
 
 
 def test_key_figures_label_dump_accuracy_and_unmeasured_wirings():
-    step = report_run.Step("03_hidden_state_shapes", Path("03.ipynb"), {}, status="ok")
+    step = report_steps.Step("03_hidden_state_shapes", Path("03.ipynb"), {}, status="ok")
     row = {"accuracy": None, "width": None, "fc_applied": None, "error": None}
     step.summary = {"reference": "recorded tokens (teacher-forced)", "wirings": [
         {"wiring": {"name": "trained"}, **row, "accuracy": 0.4, "width": 192, "fc_applied": True},
         {"wiring": {"name": "layers_plus_one"}, **row, "unmeasured": "the dump lacks 6"}]}
-    k = report_run.key_figures([step])
+    k = report_summary.key_figures([step])
     assert k["first_step_reference"] == "recorded tokens (teacher-forced)"
     from eagle3_nb.viz.triage import _accuracy_table
     html = _accuracy_table(k["first_step_accuracy"], k["first_step_reference"])
     assert "against recorded tokens (teacher-forced)" in html and "the dump lacks 6" in html
-    live = report_run.Step("03_hidden_state_shapes", Path("03.ipynb"), {}, status="ok",
+    live = report_steps.Step("03_hidden_state_shapes", Path("03.ipynb"), {}, status="ok",
                        summary={"wirings": step.summary["wirings"][:1]})
-    assert "greedy" in report_run.key_figures([live])["first_step_reference"]
+    assert "greedy" in report_summary.key_figures([live])["first_step_reference"]
 
 
 @pytest.mark.parametrize("sample, flag", [("good-speculators", "--model TARGET"),
@@ -613,22 +616,22 @@ def test_pages_render_in_headless_chromium(full, tmp_path):
 
 
 def test_observed_without_a_target_is_said_to_be_unused_and_read_on_its_own():
-    opts = report_run.resolve_options(report_run.ReportOptions(checkpoint=LAYERS0,
+    opts = report_options.resolve_options(report_options.ReportOptions(checkpoint=LAYERS0,
                                                                observed="1.0"))
-    steps = report_run.plan_steps(opts)
-    assert "--observed" in report_run.unused_options(opts, steps)
-    assert "04_acceptance takes it but is skipped" in report_run._skipped_takers("--observed", steps)
-    assert "structural failure" in report_run.observed_floor_note("1.0")
-    assert report_run.observed_floor_note("2.4") == ""
+    steps = report_steps.plan_steps(opts)
+    assert "--observed" in report_steps.unused_options(opts, steps)
+    assert "04_acceptance takes it but is skipped" in report_steps.skipped_takers("--observed", steps)
+    assert "structural failure" in report_steps.observed_floor_note("1.0")
+    assert report_steps.observed_floor_note("2.4") == ""
 
 
 def test_the_verdict_says_what_the_inspection_did_not_check():
-    steps = [report_run.Step("01_checkpoint_keys", REPO / "notebooks" / "01_checkpoint_keys.ipynb",
+    steps = [report_steps.Step("01_checkpoint_keys", REPO / "notebooks" / "01_checkpoint_keys.ipynb",
                              {}, status="ok",
                              summary={"verdicts": {"vllm==0.33": "ok"},
                                       "unchecked": [{"what": "the target"}]})]
-    figures = report_run.key_figures(steps)
-    verdict = report_run.overall_verdict([], steps, figures)
+    figures = report_summary.key_figures(steps)
+    verdict = report_summary.overall_verdict([], steps, figures)
     assert verdict["worst_severity"] == "ok"
     assert "not checked: the target" in verdict["text"]
 
@@ -644,18 +647,18 @@ SGLANG_EAGLE = ("python -m sglang.launch_server --model-path /models/target "
 def test_launch_goes_to_notebook_00_and_a_file_is_made_absolute(tmp_path, monkeypatch):
     (tmp_path / "serve.sh").write_text(SGLANG_EAGLE + "\n")
     monkeypatch.chdir(tmp_path)
-    opts = report_run.resolve_options(report_run.ReportOptions(
+    opts = report_options.resolve_options(report_options.ReportOptions(
         checkpoint=LAYERS0, out=tmp_path / "r", launch="serve.sh"))
     assert opts.launch == str(tmp_path / "serve.sh")
-    steps = {s.name: s for s in report_run.plan_steps(opts)}
+    steps = {s.name: s for s in report_steps.plan_steps(opts)}
     assert steps["00_triage"].parameters["launch"] == opts.launch
-    assert "--launch" not in report_run.unused_options(opts, list(steps.values()))
+    assert "--launch" not in report_steps.unused_options(opts, list(steps.values()))
 
 
 @pytest.mark.notebook
 def test_report_launch_findings_reach_the_front_page(tmp_path):
     """Before: report had no --launch; inspect --launch was the only way to see these."""
-    opts = report_run.ReportOptions(checkpoint=LAYERS0, out=tmp_path / "r", launch=SGLANG_EAGLE,
+    opts = report_options.ReportOptions(checkpoint=LAYERS0, out=tmp_path / "r", launch=SGLANG_EAGLE,
                                     engines=["sglang==0.5.23"], fail_on="never",
                                     notebooks=[REPO / "notebooks" / "00_triage.ipynb"])
     summary = report_run.run_report(opts, progress=lambda line: None)
@@ -672,11 +675,11 @@ def test_a_findings_own_step_wins_on_the_front_page():
     own = {"code": "KEYS_DROPPED", "severity": "error", "engine": ENGINES[0], "message": "m",
            "notebooks": ["01_checkpoint_keys"], "next_step": "the finding's own step",
            "command": None}
-    group = report_run.group_findings([own], str(LAYERS0))[0]
+    group = report_summary.group_findings([own], str(LAYERS0))[0]
     assert group["todo"] == "the finding's own step" and group["command"] is None
-    step = report_run.Step("01_checkpoint_keys", Path("01_checkpoint_keys.ipynb"), {})
+    step = report_steps.Step("01_checkpoint_keys", Path("01_checkpoint_keys.ipynb"), {})
     step.summary = {"findings": [{**own, "evidence": {"next_step": "the finding's own step",
                                                        "command": None}}]}
-    merged = report_run.merge_findings([step], str(LAYERS0))[0]
+    merged = report_summary.merge_findings([step], str(LAYERS0))[0]
     assert merged["todo"] == "the finding's own step" and merged["command"] is None
 

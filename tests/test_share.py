@@ -242,7 +242,7 @@ def test_dumps_without_target_are_refused_before_anything_runs(dumps, tmp_path):
 
 
 def test_dumps_with_target_or_own_embeddings_pass_the_preflight(dumps, tmp_path):
-    from eagle3_nb.report.run import ReportOptions, resolve_options
+    from eagle3_nb.report.options import ReportOptions, resolve_options
 
     for draft, target in ((DRAFTS / "good", SAMPLES / "target"), (DRAFTS / "good-speculators",
                                                                   None)):

@@ -2,7 +2,7 @@
 (`eagle3-nb report --markdown` writes it as summary.md beside index.html): the verdict, the
 findings (severity, code, engines, message, next step, command), the key figures, the notebooks,
 the versions and the input hashes. Pure: the report's summary.json and its grouped findings
-(`report.run.group_findings`) in, text out.
+(`report.summary.group_findings`) in, text out.
 
     summary_markdown(summary, group_findings(summary["findings"], summary["checkpoint"]))
 """
