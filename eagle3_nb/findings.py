@@ -17,7 +17,10 @@ ARANGE_SUBTRACTED = "arange_subtracted"
 LOW_COVERAGE = 0.85   # below this share of target tokens in the draft vocab, warn
 # findings that mean the engine does not start with this draft: the verdict is a load error
 STARTUP_FAILURES = frozenset({"LOAD_ERROR", "ENGINE_MISREADS_PATH"})
-SUMMARY_VERSION = 1  # of every summary.json the notebooks and the report write
+SUMMARY_VERSION = 2  # of every summary.json the notebooks and the report write (2: parts declare a kind)
+# What a notebook's summary.json part may be: the report reads each by its kind, never by the keys
+# it happens to hold.
+SUMMARY_KINDS = ("triage", "inspection", "vocab", "hidden_states", "acceptance", "data")
 
 # Stable codes. Never rename one; add new ones at the end of their group.
 CODES: dict[str, str] = {
@@ -351,9 +354,6 @@ def next_command(code: str | None, engines: list[str | None] | None = None,
     engine the step names (the last of several, as next_step), and the INPUTS the command was
     given (placeholder -> value: TARGET_DIR, TARGET_CONFIG, LOG, ...); None where the step is
     done by hand."""
-    import re
-    import shlex
-
     text = NEXT_COMMANDS.get(code or "")
     if text is None:
         return None
@@ -399,3 +399,34 @@ def verdict_line(data: dict[str, Any], sep: str = "; ") -> str:
         else:
             parts.append(f"{profile}: {verdict}")
     return sep.join(parts)
+
+
+def summary_part(kind: str, notebook: str, body: dict[str, Any]) -> dict[str, Any]:
+    """One notebook's summary.json part: its kind and the summary version first, then BODY."""
+    if kind not in SUMMARY_KINDS:
+        raise ValueError(f"unknown summary kind {kind!r}; known: {SUMMARY_KINDS}")
+    return {"summary_version": SUMMARY_VERSION, "kind": kind, "notebook": notebook,
+            **{k: v for k, v in body.items() if k not in ("summary_version", "kind", "notebook")}}
+
+
+def part_kind(part: Any) -> str | None:
+    """The kind a summary.json part declares, or None when it declares none the kit writes (or
+    was written by another summary version)."""
+    if not isinstance(part, dict) or part.get("summary_version") != SUMMARY_VERSION:
+        return None
+    kind = part.get("kind")
+    return kind if kind in SUMMARY_KINDS else None
+
+
+def group_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Identical findings of several engines as one group, in first-seen order: the code,
+    severity and message they share, the engines they hold for (None: checkpoint-wide) and the
+    findings themselves. The one grouping every view and the report use."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for f in findings:
+        group = groups.setdefault((f["code"], f["severity"], f["message"]), {
+            "code": f["code"], "severity": f["severity"], "message": f["message"],
+            "engines": [], "members": []})
+        group["engines"].append(f.get("engine"))
+        group["members"].append(f)
+    return list(groups.values())

@@ -25,7 +25,8 @@ from eagle3_nb.engines import resolve_engines
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.features import (StepAccuracy, draft_features, first_step_accuracy,
                                 first_step_accuracy_on_dump)
-from eagle3_nb.io.checkpoint import Checkpoint, iter_jsonl, load_target_info
+from eagle3_nb.io.checkpoint import (Checkpoint, directory_state, iter_jsonl, load_target_info,
+                                     open_once)
 from eagle3_nb.model import Wiring, load_draft
 from eagle3_nb.target import TargetModel, TargetOutput, read_dump
 from eagle3_nb.wirings import wiring_presets
@@ -85,13 +86,14 @@ def engines_with(engines: list[str] | None, *wirings: str | None) -> list[str] |
 
 def named_wirings(checkpoint: str | Path, target: str | Path | None = None,
                   engines: list[str] | None = None) -> NamedWirings:
-    ckpt = Checkpoint.open(checkpoint)
+    ckpt = open_once(checkpoint)
     cfg = ckpt.config
     info = load_target_info(target) if target else None
     profiles = resolve_engines(engines)
     shapes = {n: t.shape for n, t in ckpt.tensors.items()}
+    planned = ckpt.derived.setdefault(("engine wirings", repr(info)), {})
     return NamedWirings(ckpt.path, ckpt, cfg, info, profiles,
-                        wiring_presets(cfg, shapes, info, profiles))
+                        wiring_presets(cfg, shapes, info, profiles, planned))
 
 
 # Below this many parameters (draft and target together) a matmul is too short for more torch
@@ -131,13 +133,30 @@ def apply_threads(*models) -> Threads:
     return threads
 
 
+_TARGET: dict[str, Any] = {}  # the one target model a process keeps: key -> TargetModel
+
+
+def target_once(target: str | Path, device: torch.device, dtype: torch.dtype) -> TargetModel:
+    """The target model, loaded once per process: the checks of one run (a report's notebooks
+    share one kernel) get the same model while its directory is unchanged, on the same device
+    and dtype; any other target replaces it. Errors are TargetModel.load's."""
+    root = Path(target)
+    if not root.is_dir():
+        return TargetModel.load(target, device=device, dtype=dtype)
+    key = repr((str(root.resolve()), directory_state(root.resolve()), str(device), str(dtype)))
+    if key not in _TARGET:
+        _TARGET.clear()  # before loading: never two targets in memory at once
+        _TARGET[key] = TargetModel.load(root, device=device, dtype=dtype)
+    return _TARGET[key]
+
+
 def load_for_run(checkpoint: str | Path, target: str | Path, engines: list[str] | None = None,
                  device: str | None = None):
     """Draft, target and every named wiring for one run (CUDA bf16 when present), torch's
     threads set for their size (the target's `threads` says how)."""
     dev, dtype = pick_device(device)
     named = named_wirings(checkpoint, target, engines)
-    tgt = TargetModel.load(target, device=dev, dtype=dtype)
+    tgt = target_once(target, dev, dtype)
     draft = load_draft(named.ckpt, dev, dtype, embed_from=target)
     tgt.threads = apply_threads(tgt.model, draft)
     return draft, tgt, named.presets
@@ -234,7 +253,8 @@ def load_dump_run(checkpoint: str | Path, hidden_states: str | Path, engines: li
     draft = load_draft(named.ckpt, dev, dtype, embed_from=target)
     apply_threads(draft)
     ids = parse_layer_ids(dump_layer_ids)
-    samples = read_dump(hidden_states, **({"layer_ids": ids} if ids else {}))
+    # engines dump in the target's dtype (bf16 mostly): the states meet the draft in its own
+    samples = read_dump(hidden_states, dtype=dtype, **({"layer_ids": ids} if ids else {}))
     samples = (samples if isinstance(samples, list) else [samples])[:n_samples]
     for sample in samples:
         _check_dump_tokens(sample, named.cfg.vocab_size)

@@ -60,12 +60,18 @@ def kit_param_names(engine_label: str) -> list[str]:
 
 
 def wiring_presets(cfg: DraftConfig, shapes: dict, target: TargetInfo | None,
-                   profiles=PROFILES) -> dict[str, Wiring]:
-    """Every named wiring for this draft: trained, each engine, and the classic failures."""
+                   profiles=PROFILES, planned: dict[str, Wiring] | None = None
+                   ) -> dict[str, Wiring]:
+    """Every named wiring for this draft: trained, each engine, and the classic failures.
+    PLANNED: engine wirings already planned for this draft and target, by profile key (filled
+    here: each engine range is planned once however many checks ask)."""
     trained = trained_wiring(cfg, target)
     presets = {"trained": trained}
+    planned = {} if planned is None else planned
     for p in profiles:
-        presets[p.key] = engine_wiring(p, cfg, shapes, target)
+        if p.key not in planned:
+            planned[p.key] = engine_wiring(p, cfg, shapes, target)
+        presets[p.key] = planned[p.key]
     presets["single_layer"] = replace(trained, name="single_layer", hidden_source="final_norm",
                                       fc_rule="engine", note=CHECKS["single_layer"])
     deepest = target.num_hidden_layers if target else None  # hidden_states[L]: the last one

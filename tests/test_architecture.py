@@ -6,6 +6,8 @@
 - the header path (inspect: cli, checks.load and what they import at module level) pulls in no
   torch, plotly or transformers;
 - nothing imports samples;
+- no module over MAX_LINES lines, except declared data tables;
+- each notebook imports only its question's entry points (NOTEBOOK_IMPORTS);
 - no engine name or release literal outside engines/ (string constants other than docstrings,
   identifiers and imported module paths): the generic code asks the registry. In samples/, whose
   prose tells what each release is recorded to do with each bundled draft, no NAME==VERSION
@@ -23,32 +25,35 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "eagle3_nb"
 
-# Lowest first. A module belongs to the first group whose name is itself or a package above it.
-LAYERS: list[tuple[str, ...]] = [
-    ("errors", "defaults"),
-    ("findings",),
-    ("config", "layouts", "uncertainty"),
-    ("io",),
-    ("observation",),
-    ("engines",),
-    ("vocab", "stats"),
-    ("model",),
-    ("target",),
-    ("features", "trace", "drift", "tree"),
-    ("decoding",),
-    ("greedy",),
-    ("acceptance", "wirings"),
-    ("whatif",),
-    ("session",),
-    ("observed",),
-    ("checks", "convert"),
-    ("probe",),
-    ("viz",),
-    ("widgets",),
-    ("report",),
-    ("cli",),
-    ("samples",),
+# The design's rungs (DESIGN.md's package map), lowest first, each with the modules that hold it
+# today in their order within the rung. A module belongs to the first group whose name is itself
+# or a package above it; it may import its own group and everything below it (earlier groups of
+# its rung, and every lower rung).
+RUNGS: list[tuple[str, list[tuple[str, ...]]]] = [
+    ("foundation: errors, the kit's defaults, findings and summary kinds",
+     [("errors", "defaults"), ("findings",)]),
+    ("pure parsing: draft and target configs, key layouts, statistics of uncertainty",
+     [("config", "layouts", "uncertainty")]),
+    ("bytes on disk: checkpoints, dumps, logs, atomic writes", [("io",)]),
+    ("engine knowledge: every engine fact, and the observed-metrics record they fill",
+     [("observation",), ("engines",)]),
+    ("tables read from a checkpoint: vocabulary mapping, tensor statistics",
+     [("vocab", "stats")]),
+    ("models: the draft, the target, hidden-state dumps",
+     [("draft_blocks",), ("model",), ("hidden_dumps",), ("target",)]),
+    ("simulation: features, decoding, the greedy fast path, acceptance, what-if",
+     [("features", "trace", "drift", "tree"), ("decoding",), ("greedy",),
+      ("acceptance", "wirings"), ("whatif",)]),
+    ("session: one run's device, threads, draft and target; a live engine's figures",
+     [("session",), ("observed",)]),
+    ("checks: one module per question, convert, the engines' own loaders",
+     [("checks", "convert"), ("probe",)]),
+    ("presentation: pure views, widgets over them", [("viz",), ("widgets",)]),
+    ("runs: the report", [("report",)]),
+    ("entry point: the command line", [("cli",)]),
+    ("the samples builder: nothing imports it", [("samples",)]),
 ]
+LAYERS: list[tuple[str, ...]] = [group for _, groups in RUNGS for group in groups]
 VIZ_MAY_IMPORT = ("findings", "errors", "viz")
 HEADER_PATH = ("cli", "checks.load", "checks.vocab", "engines", "io", "config", "layouts")
 HEAVY = ("torch", "plotly", "transformers")
@@ -59,6 +64,33 @@ TEXT_HEAVY = ("numpy",)
 ENGINE_HOME, LITERAL_EXEMPT = "engines", ("samples",)
 RELEASE = re.compile(r"(?<![\w.])\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?(?![\w.])|==\d")
 FACADE = ""  # the package __init__: a lazy public API that may name any module
+MAX_LINES = 600  # a module over this holds several ideas: split it by idea
+DATA_TABLES: tuple[str, ...] = ()  # modules declared as data tables, exempt from MAX_LINES
+NOTEBOOKS = PACKAGE.parent / "notebooks"
+# What each notebook may import: the public entry points of its question (a check, its summary,
+# the views and widgets that show it, the report's notebook helpers). Notebooks never parse a
+# file or plan a load themselves (DESIGN.md, notebook conventions).
+_SHOWN = ("report.notebooks:sample_default", "report.notebooks:write_summary")
+NOTEBOOK_IMPORTS: dict[str, set[str]] = {
+    "00_triage": {*_SHOWN, "checks.load:inspect_checkpoint", "checks.load:read_inspection",
+                  "checks:triage", "engines:parse_engines", "viz:triage"},
+    "01_checkpoint_keys": {*_SHOWN, "checks.load:inspect_checkpoint",
+                           "checks.load:inspection_summary", "checks.load:read_inspection",
+                           "checks.diff:diff_drafts", "engines:parse_engines",
+                           "findings:verdict_line", "viz.diff:diff_html", "viz:keys",
+                           "widgets:engine_explorer", "widgets:engine_view_html",
+                           "widgets:first_engine"},
+    "02_d2t_mapping": {*_SHOWN, "checks.vocab:check_vocab", "checks.vocab:vocab_mapping",
+                       "checks.vocab:vocab_summary", "vocab:load_tokenizer", "viz:vocab",
+                       "widgets:first_lookup", "widgets:lookup_view_html", "widgets:vocab_lookup"},
+    "03_hidden_state_shapes": {*_SHOWN, "checks.hidden:check_hidden_states",
+                               "checks.hidden:hidden_summary", "engines:parse_engines",
+                               "viz.keys:findings_html", "viz:hidden"},
+    "04_acceptance": {*_SHOWN, "checks.acceptance:check_acceptance", "engines:parse_engines",
+                      "viz.keys:findings_html", "viz:acceptance"},
+    "05_training_data": {*_SHOWN, "checks.data:check_data_parameters", "checks.data:data_summary",
+                         "viz:data"},
+}
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -183,6 +215,50 @@ def violations(root: Path = PACKAGE) -> list[str]:
     problems += heavy_on_header_path(graph)
     problems += heavy_on_header_path(graph, TEXT_PATH, TEXT_HEAVY)
     problems += engine_literals(root)
+    problems += oversized(root)
+    return problems
+
+
+def oversized(root: Path = PACKAGE) -> list[str]:
+    """Modules over MAX_LINES lines that are not declared data tables."""
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        mod, lines = module_name(path, root), len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_LINES and mod not in DATA_TABLES:
+            problems.append(f"{mod} has {lines} lines, over {MAX_LINES}: split it by idea (or "
+                            "declare it in DATA_TABLES if it is a data table)")
+    return problems
+
+
+def notebook_imports(notebook: Path) -> set[str]:
+    """The package names a notebook's code cells import, as "module:name" ("module" for a
+    plain import), module paths relative to the package."""
+    import json
+
+    found = set()
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for node in ast.walk(ast.parse("".join(cell["source"]))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("eagle3_nb"):
+                module = node.module[len("eagle3_nb"):].lstrip(".")
+                found |= {f"{module}:{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {a.name[len("eagle3_nb"):].lstrip(".") for a in node.names
+                          if a.name.startswith("eagle3_nb")}
+    return found
+
+
+def notebook_violations(folder: Path = NOTEBOOKS) -> list[str]:
+    problems = []
+    for notebook in sorted(folder.glob("[0-9][0-9]_*.ipynb")):
+        allowed = NOTEBOOK_IMPORTS.get(notebook.stem)
+        if allowed is None:
+            problems.append(f"{notebook.name} has no import whitelist: add it to NOTEBOOK_IMPORTS")
+            continue
+        for name in sorted(notebook_imports(notebook) - allowed):
+            problems.append(f"{notebook.name} imports {name}, not one of its entry points: "
+                            "call a check (or add the entry point it needs to the package)")
     return problems
 
 
@@ -292,6 +368,52 @@ def test_the_package_keeps_the_house_rules():
     assert violations() == []
 
 
+def test_notebooks_import_only_their_entry_points():
+    assert notebook_violations() == []
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("from eagle3_nb.engines.planner import plan_load",
+     "imports engines.planner:plan_load, not one of its entry points"),
+    ("from eagle3_nb.io.checkpoint import Checkpoint",
+     "imports io.checkpoint:Checkpoint, not one of its entry points"),
+    ("import eagle3_nb.target", "imports target, not one of its entry points"),
+])
+def test_a_notebook_importing_past_its_entry_points_is_caught(tmp_path, line, expected):
+    import json
+
+    folder = tmp_path / "notebooks"
+    shutil.copytree(NOTEBOOKS, folder)
+    path = folder / "02_d2t_mapping.ipynb"
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [],
+                        "execution_count": None, "source": [line]})
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    found = notebook_violations(folder)
+    assert [v for v in found if expected in v and v.startswith("02_d2t_mapping")], found
+
+
+def test_a_module_over_the_size_rule_is_caught(tmp_path):
+    root = tmp_path / "eagle3_nb"
+    shutil.copytree(PACKAGE, root, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    grown = root / "checks" / "triage.py"
+    lines = len(grown.read_text(encoding="utf-8").splitlines())
+    grown.write_text(grown.read_text(encoding="utf-8") + "\n" * (MAX_LINES - lines + 1))
+    assert [v for v in violations(root) if v.startswith("checks.triage has 601 lines")]
+
+
+def test_the_architecture_page_names_every_rung_and_module_group():
+    """docs/architecture.md's map is this file's RUNGS, row for row."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip()
+            for line in page.splitlines() if line.startswith("| ") and line.count("|") == 3}
+    for title, groups in RUNGS:
+        assert title in rows, title
+        listed = [[name.strip(" `") for name in group.split(",")]
+                  for group in rows[title].split(";")]
+        assert listed == [list(g) for g in groups], (title, listed)
+
+
 def test_every_module_has_a_layer():
     for mod in import_graph(PACKAGE):
         if mod not in ("", "__main__"):
@@ -313,7 +435,7 @@ def test_every_module_has_a_layer():
     ("checks/load.py", "ENGINE = 'vllm'", "checks.load:"),
     ("report/run.py", "def _f():\n    return parse('0.5.16')", "release literal '0.5.16'"),
     ("viz/keys.py", "def sglang_rows():\n    pass", "names engine 'sglang'"),
-    ("cli.py", "from eagle3_nb.engines.vllm import probe", "names engine 'vllm'"),
+    ("cli/commands.py", "from eagle3_nb.engines.vllm import probe", "names engine 'vllm'"),
     ("samples/build.py", "RELEASES = ('sglang==0.5.9',)", "release literal 'sglang==0.5.9'"),
 ])
 def test_a_planted_violation_is_caught(tmp_path, file, line, expected):

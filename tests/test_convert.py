@@ -12,6 +12,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 import eagle3_nb.convert as convert
+import eagle3_nb.io.safetensors as safetensors_io
 from eagle3_nb.io.checkpoint import Checkpoint, sha256_file
 from eagle3_nb.config import parse_config
 from eagle3_nb.convert import (PROVENANCE_NAME, ConversionError, VerificationError,
@@ -298,14 +299,14 @@ def test_failure_mid_write_leaves_nothing(tmp_path, monkeypatch):
     src = _make(tmp_path / "src", _tensors(), _flat_config())
     before = _snapshot(src)
     calls = {"n": 0}
-    real = convert._copy_tensor
+    real = safetensors_io.copy_tensor
 
-    def flaky(src_fh, out_fh, info, where):
+    def flaky(*args):
         calls["n"] += 1
         if calls["n"] == 3:
             raise OSError(28, "No space left on device")
-        return real(src_fh, out_fh, info, where)
-    monkeypatch.setattr(convert, "_copy_tensor", flaky)
+        return real(*args)
+    monkeypatch.setattr(safetensors_io, "copy_tensor", flaky)
     with pytest.raises(ConversionError, match="No space left") as info:
         convert_checkpoint(src, tmp_path / "out", to="speculators")
     assert isinstance(info.value, Eagle3NbError) and "nothing was written" in str(info.value)
@@ -315,7 +316,7 @@ def test_failure_mid_write_leaves_nothing(tmp_path, monkeypatch):
 
 def test_failed_proof_leaves_nothing(tmp_path, monkeypatch):
     src = _make(tmp_path / "src", _tensors(), _flat_config())
-    monkeypatch.setattr(convert, "_hash_output_tensor", lambda path, info: "0" * 64)
+    monkeypatch.setattr("eagle3_nb.convert.verify.tensor_sha256", lambda *args: "0" * 64)
     with pytest.raises(VerificationError, match="data bytes differ"):
         convert_checkpoint(src, tmp_path / "out", to="speculators")
     _no_leftovers(tmp_path, ["src"])
@@ -463,7 +464,7 @@ def test_small_chunks_and_no_torch_on_the_safetensors_path(tmp_path, monkeypatch
     import sys
 
     src = _make(tmp_path / "src", _tensors(), _flat_config())
-    monkeypatch.setattr(convert, "COPY_CHUNK_BYTES", 7)   # many partial reads per tensor
+    monkeypatch.setattr(safetensors_io, "COPY_CHUNK_BYTES", 7)   # many partial reads per tensor
     convert_checkpoint(src, tmp_path / "out", to="speculators")
     assert sorted(_bytes_by_key(tmp_path / "out").values()) == \
         sorted(_bytes_by_key(src).values())

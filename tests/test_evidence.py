@@ -3,12 +3,14 @@ default, an observed figure without a release is explained by every release rang
 and a hypothesis the checkpoint's own evidence excludes is shown as ruled out, never as
 consistent. On the bundled layers0-flat draft, whose layers.0.* keys SGLang up to 0.5.11 drops:
 the first seed story's trap (a d2t that is fine) must not reappear. And each command says, in one
-line at its top, what it had and the flag of what it did not (vocab, diff, data here; notebooks 02
-and 03 in their own test files)."""
+line at its top, what it had and the flag of what it did not (vocab, diff, data, log, convert,
+observe and probe here; notebooks 02 and 03 in their own test files)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from itertools import takewhile
 from pathlib import Path
 
@@ -18,6 +20,8 @@ from eagle3_nb.checks.acceptance import evidence_engines, what_if
 from eagle3_nb.engines import ENGINES
 from eagle3_nb.findings import NEWEST_RELEASES
 from eagle3_nb.observation import ObservedMetrics
+from test_log import VLLM_UNKNOWN_KEY
+from test_serving import FakeSGLang, serve  # noqa: F401  (serve: a fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "data_samples"
@@ -62,6 +66,18 @@ def test_a_named_release_is_simulated_beside_trained():
     assert rows["sglang==0.5.9"]["mean_accept_length"] < 1.1 < rows["trained"][
         "mean_accept_length"]
     assert rows["sglang==0.5.9"]["vs_trained"]["verdict"] == "lower"
+
+
+@pytest.mark.slow
+def test_accept_with_a_named_release_shows_its_wiring_by_default(run_cli):
+    """The command as a user types it: --engine alone, no --wiring, no --what-if."""
+    rc, out, err = run_cli("accept", DRAFT, "--target", SAMPLES / "target", "--engine",
+                           "sglang==0.5.9", "--n-samples", "4", "--max-new-tokens", "8", "--json")
+    assert rc == 0, err
+    rows = {r["wiring"]: r for r in json.loads(out)["rows"]}
+    assert set(rows) == {"trained", "sglang==0.5.9"}
+    assert rows["sglang==0.5.9"]["mean_accept_length"] < 1.1 < rows["trained"][
+        "mean_accept_length"]
 
 
 # ----------------------------------------------------------------------------- the evidence line
@@ -125,3 +141,81 @@ def test_data_says_what_it_had_and_the_flag_for_the_rest(run_cli):
     at, line = _evidence_line(out)
     assert at == 1  # under the training data's path, before the rows read
     assert "; tokenizer: given;" in line and "draft: not given (--draft)" in line
+
+
+# vLLM 0.34.0's own loader error on the bundled prefix-draft-model sample (tests/test_log.py)
+VLLM_CRASH = ("INFO 12-01 10:00:00 [api_server.py:1] vLLM API server version 0.34.0\n"
+              f"ERROR 12-01 10:00:09 [core.py:1] {VLLM_UNKNOWN_KEY}\n")
+
+
+def test_log_says_what_it_had_and_the_flag_for_the_rest(run_cli, tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(VLLM_CRASH, encoding="utf-8")
+    rc, out, err = run_cli("log", log, "--json")
+    assert rc == 1, err
+    assert json.loads(out)["had"] == {
+        "log": "given", "engine": "from the log", "engine release": "from the log",
+        "server arguments": "not in the log (eagle3-nb inspect DRAFT --log LOG --launch COMMAND)",
+        "checkpoint": "not given (eagle3-nb inspect DRAFT --log LOG)"}
+    log.write_text(VLLM_CRASH.split("\n", 1)[1], encoding="utf-8")  # no banner: no release
+    rc, out, err = run_cli("log", log, "--engine", "vllm")
+    at, line = _evidence_line(out)
+    assert at == 1  # under the log's path, before what it says
+    assert "engine: named (--engine); engine release: not given (--engine vllm==VERSION)" in line
+
+
+def test_convert_says_what_the_copys_verdicts_rest_on(run_cli, tmp_path):
+    rc, out, err = run_cli("convert", DRAFT, tmp_path / "copy", "--engine", "sglang==0.5.9",
+                           "--json")
+    assert rc == 0, err
+    assert json.loads(out)["had"] == {"checkpoint": "given",
+                                      "target config": "not given (--target-config)",
+                                      "target weights": "not given (--target-config TARGET_DIR)",
+                                      "engine release": "named (--engine)"}
+    rc, out, err = run_cli("convert", DRAFT, tmp_path / "copy2", "--to", "eagle",
+                           "--target-config", SAMPLES / "target")
+    at, line = _evidence_line(out)
+    assert at == 1  # under "wrote DST", before the verdicts it qualifies
+    assert ("target config: given; target weights: given; engine release: "
+            f"{NEWEST_RELEASES}") in line
+
+
+def test_observe_says_what_its_figures_rest_on(serve, tmp_path, capsys):
+    from eagle3_nb.cli import main
+    from eagle3_nb.observed.metrics import parse_observed
+
+    url = serve(FakeSGLang("sglang-0.5.23-generate.json"))
+    out = tmp_path / "observed.json"
+    assert main(["observe", "sglang", url, "--n-samples", "2", "--json", "--out", str(out)]) == 0
+    had = json.loads(capsys.readouterr().out)["details"]["had"]
+    assert had == {"server": "given", "prompts": "not given, the bundled ones sent (--prompts)",
+                   "engine release": "from the server", "server arguments": "from the server"}
+    assert parse_observed(out).details["had"] == had  # kept where --observed reads it back
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"prompt": "Say hello."}) + "\n")
+    assert main(["observe", "sglang", url, "--prompts", str(prompts), "--version", "0.5.23"]) == 0
+    at, line = _evidence_line(capsys.readouterr().out)
+    assert at == 1  # under the headline figures
+    assert "prompts: given; engine release: named (--version)" in line
+
+
+@pytest.mark.slow
+def test_probe_says_which_release_it_ran(tmp_path):
+    """The installed engine's own loader, in its side environment (make engine-env)."""
+    env = ROOT / ".cache" / "engines" / "sglang-0.5.23"
+    if not (env / ".ready").is_file():
+        pytest.skip("no sglang 0.5.23 side environment (make engine-env ENGINE=sglang "
+                    "VERSION=0.5.23)")
+    run = [str(env / "bin" / "python"), "-P", "-m", "eagle3_nb.cli", "probe",
+           str(DRAFTS_DIR / "good"), "--engine", "sglang"]
+    environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([*run, "--json"], capture_output=True, text=True, cwd=tmp_path,
+                       env=environ, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    had = json.loads(r.stdout)["had"]
+    assert had["checkpoint"] == "given" and had["target config"] == "not given (--target-config)"
+    assert had["engine release"].startswith("the installed 0.5.23")
+    r = subprocess.run([*run, "--target-config", str(SAMPLES / "target")], capture_output=True,
+                       text=True, cwd=tmp_path, env=environ, timeout=600)
+    at, line = _evidence_line(r.stdout)
+    assert at == 1 and "target config: given" in line, r.stderr[-2000:]

@@ -322,3 +322,67 @@ def test_sglangs_bare_tensor_parallel_assert_is_named_by_its_frame():
     assert finding.code == "LAUNCH_SETTING" and finding.evidence["signature"] == "sglang-tp-heads"
     elsewhere = text.replace("models/llama.py", "managers/scheduler.py")
     assert check_log_text(elsewhere, "sglang==0.5.23").findings[0].code == "LOG_UNRECOGNISED"
+
+
+def test_a_vllm_thread_line_no_signature_knows_stays_unknown():
+    """Tencent/AngelSlim#15 (vLLM, an EAGLE draft whose architectures vLLM prefixed once more):
+    no vLLM signature explains it, so it is said to be unknown, not given SGLang's cause."""
+    text = ("ValueError: Cannot find model module. 'EagleLlamaForCausalLMEagle3' is not a "
+            "registered model in the Transformers library (only relevant if the model is meant "
+            "to be in Transformers) and 'AutoModel' is not present in the model config's "
+            "'auto_map' (relevant if the model is custom).\n")
+    (finding,) = check_log_text(text, "vllm").findings
+    assert finding.code == "LOG_UNRECOGNISED" and finding.engine == "vllm"
+
+
+# ----------------------------------------------------------------------------- the A/B toggles
+# Each toggle of the A/B plan is a flag (or a --speculative-config key, or an environment
+# variable) of the release it is offered for: asked of the installed engine's own argument parser.
+
+FLAGS_OF = {
+    "sglang": ("import argparse, json\n"
+               "from sglang.srt.server_args import ServerArgs\n"
+               "p = argparse.ArgumentParser()\n"
+               "ServerArgs.add_cli_args(p)\n"
+               "print(json.dumps({'flags': sorted(p._option_string_actions), 'keys': []}))"),
+    "vllm": ("import dataclasses, json\n"
+             "from vllm.config import SpeculativeConfig\n"
+             "from vllm.engine.arg_utils import EngineArgs\n"
+             "try:\n"
+             "    from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+             "except ImportError:\n"
+             "    from vllm.utils import FlexibleArgumentParser\n"
+             "p = FlexibleArgumentParser()\n"
+             "EngineArgs.add_cli_args(p)\n"
+             "keys = [f.name for f in dataclasses.fields(SpeculativeConfig)]\n"
+             "print(json.dumps({'flags': sorted(p._option_string_actions), 'keys': keys}))"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine, version", [("vllm", "0.34.0"), ("sglang", "0.5.23")])
+def test_each_toggle_is_a_setting_of_the_release_it_is_offered_for(engine, version):
+    from eagle3_nb.checks.log import ab_plan
+    from eagle3_nb.engines.registry import engine as registered
+
+    env = ENVS / f"{engine}-{version}"
+    if not (env / ".ready").is_file():
+        pytest.skip(f"no {engine} {version} side environment")
+    r = subprocess.run([str(env / "bin" / "python"), "-P", "-c", FLAGS_OF[engine]],
+                       capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    known = json.loads(r.stdout.strip().splitlines()[-1])
+    package = next((env / "lib").glob(f"python3*/site-packages/{engine}"))
+    plan = ab_plan(registered(engine), version)
+    assert plan
+    for toggle in plan:
+        setting = toggle["setting"]
+        flags = re.findall(r"(?<![\w-])--[a-z][\w-]*", setting)
+        keys = re.findall(r'"(\w+)":', setting)
+        variables = re.findall(r"\b([A-Z][A-Z0-9_]{3,})=", setting)
+        assert flags or variables, setting
+        assert set(flags) <= set(known["flags"]), (setting, set(flags) - set(known["flags"]))
+        assert set(keys) <= set(known["keys"]), (setting, set(keys) - set(known["keys"]))
+        for name in variables:  # read somewhere in the engine's own code
+            assert any(name in p.read_text(errors="ignore") for p in package.rglob("*.py")), name

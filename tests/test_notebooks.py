@@ -26,7 +26,7 @@ MANIFEST = DRAFTS / "manifest.json"
 MAX_CELL_LINES = 12  # "a cell longer than ~10 lines is a missing function"
 NB01_PARAMS = {"checkpoint": "str", "engine": "str", "target_config": "str", "stats": "bool",
                "interactive": "bool", "plotly_renderer": "str", "compare_to": "str",
-               "output_dir": "str"}
+               "inspection": "str", "output_dir": "str"}
 # issue 2: notebook 01 runs under papermill on every bundled sample draft
 # Notebook 01 under papermill on the samples whose paths through it differ (dialect, layout,
 # weights format, load error, NaN stats, name:version engines, the widget); every sample's

@@ -218,11 +218,12 @@ def test_a_staging_dir_of_a_live_process_is_left_alone(tmp_path):
 CONVERT_CODE = """
 import time
 import eagle3_nb.convert as convert
-real = convert._copy_tensor
+import eagle3_nb.io.safetensors as safetensors_io
+real = safetensors_io.copy_tensor
 def slow(*args, **kwargs):
     time.sleep(0.2)
     return real(*args, **kwargs)
-convert._copy_tensor = slow
+safetensors_io.copy_tensor = slow
 convert.convert_checkpoint({src!r}, {dst!r}, to="speculators")
 """
 

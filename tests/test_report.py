@@ -26,6 +26,7 @@ import pytest
 from conftest import DRAFTS, REPO, SAMPLES
 
 from eagle3_nb import findings
+from eagle3_nb.findings import SUMMARY_KINDS, summary_part
 from eagle3_nb.checks import triage as triage_check
 from eagle3_nb.report import options as report_options
 from eagle3_nb.report import run as report_run
@@ -159,6 +160,59 @@ def test_full_run_exit_code_and_progress(full):
     assert f"report:  {full['out'] / 'index.html'}" in full["stdout"]
     assert full["stdout"].startswith("verdict: ERROR")
     assert "sglang==0.5.9: silent_failure (KEYS_DROPPED, PARAMS_UNLOADED)" in full["stdout"]
+
+
+@pytest.mark.notebook
+def test_every_notebooks_summary_declares_its_kind(full):
+    """The report reads each part by the kind it declares, never by the keys it holds."""
+    kinds = {}
+    for name in NAMES:
+        part = json.loads((full["out"] / name / "summary.json").read_text())
+        assert part["summary_version"] == findings.SUMMARY_VERSION, name
+        kinds[name] = part["kind"]
+    assert kinds == {"00_triage": "triage", "01_checkpoint_keys": "inspection",
+                     "02_d2t_mapping": "vocab", "03_hidden_state_shapes": "hidden_states",
+                     "04_acceptance": "acceptance"}
+    assert set(kinds.values()) <= set(SUMMARY_KINDS)
+
+
+def _one_cell_notebook(folder: Path, name: str, code: str) -> Path:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "eagle3-nb", "display_name": "eagle3-nb",
+                                 "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell('checkpoint: str = ""\noutput_dir: str = ""',
+                                          metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell(code)]
+    folder.mkdir(exist_ok=True)
+    nbformat.write(nb, str(folder / name))
+    return folder / name
+
+
+@pytest.mark.notebook
+def test_a_summary_part_without_a_kind_fails_its_notebook(tmp_path):
+    """A summary.json the report cannot place by its kind (one written by hand, or by another
+    summary version) fails its step; a part built with findings.summary_part is read."""
+    folder = tmp_path / "notebooks"
+    keyless = _one_cell_notebook(folder, "10_keyless.ipynb", (
+        "import json, pathlib\n"
+        "pathlib.Path(output_dir, 'summary.json').write_text(json.dumps(\n"
+        "    {'summary_version': 2, 'verdicts': {}, 'findings': []}))"))
+    kinded = _one_cell_notebook(folder, "11_kinded.ipynb", (
+        "from eagle3_nb.findings import summary_part\n"
+        "from eagle3_nb.report.notebooks import write_summary\n"
+        "write_summary(output_dir, '11_kinded', summary_part('vocab', '', {'format': 'offset',\n"
+        "    'valid': True, 'codes': [], 'coverage': None, 'findings': []}))"))
+    summary = report_run.run_report(report_options.ReportOptions(
+        checkpoint=LAYERS0, out=tmp_path / "out", notebooks=[keyless, kinded], fail_on="never"),
+        progress=lambda line: None)
+    steps = {s["notebook"]: s for s in summary["notebooks"]}
+    assert steps["10_keyless"]["status"] == "failed"
+    assert "declares no kind the report reads" in steps["10_keyless"]["error"]
+    assert steps["11_kinded"]["status"] == "ok"
+    assert summary["key_figures"]["d2t"]["format"] == "offset"
+    assert "verdicts" not in summary["key_figures"]  # never read from the keyless part
 
 
 @pytest.mark.notebook
@@ -463,11 +517,12 @@ def test_next_step_names_the_engine_and_checkpoint():
 
 def test_key_figures_read_an_acceptance_summary():
     step = report_steps.Step("04_acceptance", Path("04_acceptance.ipynb"), {}, status="ok")
-    step.summary = {"headline": {"wiring": "trained", "mean_accept_length": 2.5},
-                    "compare": {"wiring": "sglang==0.5.9", "mean_accept_length": 1.07},
-                    "what_if": {"observed_accept_length": 1.03, "explanation": "because",
-                                "rows": [{"wiring": "single_layer", "mean_accept_length": 1.0,
-                                          "consistent": True, "error": None}]}}
+    step.summary = summary_part("acceptance", step.name, {
+        "headline": {"wiring": "trained", "mean_accept_length": 2.5},
+        "compare": {"wiring": "sglang==0.5.9", "mean_accept_length": 1.07},
+        "what_if": {"observed_accept_length": 1.03, "explanation": "because",
+                    "rows": [{"wiring": "single_layer", "mean_accept_length": 1.0,
+                              "consistent": True, "error": None}]}})
     a = report_summary.key_figures([step])["acceptance"]
     assert a["mean_accept_length"] == 2.5 and a["compare"]["mean_accept_length"] == 1.07
     assert a["observed"] == 1.03 and a["what_if"]["single_layer"]["consistent"] is True
@@ -476,23 +531,27 @@ def test_key_figures_read_an_acceptance_summary():
     for words in ("mean accept length (trained)", "2.5", "the engine reported", "because",
                   "single_layer", "matches"):
         assert words in html, words
-    step.summary = {"headline": "not a dict", "what_if": None}  # tolerated, not crashed on
+    step.summary = summary_part("acceptance", step.name, {"headline": "not a dict",
+                                                          "what_if": None})  # not crashed on
     assert report_summary.key_figures([step])["acceptance"]["mean_accept_length"] is None
 
 
 def test_key_figures_label_dump_accuracy_and_unmeasured_wirings():
     step = report_steps.Step("03_hidden_state_shapes", Path("03.ipynb"), {}, status="ok")
     row = {"accuracy": None, "width": None, "fc_applied": None, "error": None}
-    step.summary = {"reference": "recorded tokens (teacher-forced)", "wirings": [
-        {"wiring": {"name": "trained"}, **row, "accuracy": 0.4, "width": 192, "fc_applied": True},
-        {"wiring": {"name": "layers_plus_one"}, **row, "unmeasured": "the dump lacks 6"}]}
+    step.summary = summary_part("hidden_states", step.name, {
+        "reference": "recorded tokens (teacher-forced)", "wirings": [
+            {"wiring": {"name": "trained"}, **row, "accuracy": 0.4, "width": 192,
+             "fc_applied": True},
+            {"wiring": {"name": "layers_plus_one"}, **row, "unmeasured": "the dump lacks 6"}]})
     k = report_summary.key_figures([step])
     assert k["first_step_reference"] == "recorded tokens (teacher-forced)"
     from eagle3_nb.viz.triage import _accuracy_table
     html = _accuracy_table(k["first_step_accuracy"], k["first_step_reference"])
     assert "against recorded tokens (teacher-forced)" in html and "the dump lacks 6" in html
     live = report_steps.Step("03_hidden_state_shapes", Path("03.ipynb"), {}, status="ok",
-                       summary={"wirings": step.summary["wirings"][:1]})
+                       summary=summary_part("hidden_states", "03",
+                                            {"wirings": step.summary["wirings"][:1]}))
     assert "greedy" in report_summary.key_figures([live])["first_step_reference"]
 
 
@@ -628,8 +687,9 @@ def test_observed_without_a_target_is_said_to_be_unused_and_read_on_its_own():
 def test_the_verdict_says_what_the_inspection_did_not_check():
     steps = [report_steps.Step("01_checkpoint_keys", REPO / "notebooks" / "01_checkpoint_keys.ipynb",
                              {}, status="ok",
-                             summary={"verdicts": {"vllm==0.33": "ok"},
-                                      "unchecked": [{"what": "the target"}]})]
+                             summary=summary_part("inspection", "01_checkpoint_keys", {
+                                 "verdicts": {"vllm==0.33": "ok"},
+                                 "unchecked": [{"what": "the target"}]}))]
     figures = report_summary.key_figures(steps)
     verdict = report_summary.overall_verdict([], steps, figures)
     assert verdict["worst_severity"] == "ok"
@@ -683,3 +743,41 @@ def test_a_findings_own_step_wins_on_the_front_page():
     merged = report_summary.merge_findings([step], str(LAYERS0))[0]
     assert merged["todo"] == "the finding's own step" and merged["command"] is None
 
+
+
+# sgl-project/sglang#8230's own line: index out of bounds while capturing the draft's CUDA
+# graph, a crash no signature explains (tests/test_log.py THREADS)
+UNEXPLAINED_CRASH = ('/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:93: operator(): block: '
+                     '[0,0,0], thread: [0,0,0] Assertion `-sizes[i] <= index && index < sizes[i] '
+                     '&& "index out of bounds"` failed.\n')
+
+
+@pytest.mark.notebook
+def test_an_unexplained_crash_gets_its_ab_plan_in_notebook_00_and_on_the_front_page(tmp_path):
+    from eagle3_nb.checks.log import check_log_text
+    from eagle3_nb.viz.html import esc
+
+    log = tmp_path / "server.log"
+    log.write_text(UNEXPLAINED_CRASH)
+    expected = check_log_text(UNEXPLAINED_CRASH, "sglang==0.5.23").ab_plan
+    assert expected  # the reading itself offers a plan
+    out = tmp_path / "r"
+    summary = report_run.run_report(report_options.ReportOptions(
+        checkpoint=LAYERS0, out=out, log=log, engines=["sglang==0.5.23"], fail_on="never",
+        notebooks=[REPO / "notebooks" / "00_triage.ipynb"]), progress=lambda line: None)
+    assert summary["key_figures"]["ab_plan"] == expected
+    index = (out / "index.html").read_text(encoding="utf-8")
+    page = (out / "00_triage" / "00_triage.html").read_text(encoding="utf-8")
+    for html in (index, page):
+        assert "A/B plan for the crash in the log" in html
+        for row in expected:
+            assert esc(row["setting"]) in html and esc(row["rules_out"]) in html
+
+
+def test_no_ab_plan_section_without_an_unexplained_crash(tmp_path):
+    from eagle3_nb.viz.triage import index_html
+
+    summary = {"checkpoint": "d", "findings": [], "key_figures": {"ab_plan": []},
+               "verdict": {"text": "OK", "worst_severity": "ok", "counts": {}, "failed": [],
+                           "skipped": []}, "notebooks": []}
+    assert "A/B plan" not in index_html(summary, [])

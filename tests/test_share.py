@@ -250,3 +250,26 @@ def test_dumps_with_target_or_own_embeddings_pass_the_preflight(dumps, tmp_path)
             checkpoint=draft, hidden_states=dumps, target=target, out=tmp_path / draft.name,
             target_config=SAMPLES / "target" / "config.json"))
         assert opts.hidden_states == dumps.resolve()
+
+
+# ----------------------------------------------------------------------------- the demo, shared
+
+@pytest.mark.parametrize("flags", [[], ["--redact-paths"], ["--markdown"],
+                                   ["--redact-paths", "--markdown"]])
+def test_demo_passes_redact_paths_and_markdown_to_the_report(monkeypatch, tmp_path, capsys, flags):
+    import eagle3_nb.report.run as report_run
+    from eagle3_nb.cli import main
+
+    seen = {}
+
+    def fake(opts, progress=None, kernel_name=None):
+        seen["opts"] = opts
+        return {"out": str(opts.out), "verdict": {"text": "ERROR: x", "line": "l", "failed": []}}
+    monkeypatch.setattr(report_run, "run_report", fake)
+    assert main(["demo", "--out", str(tmp_path / "demo"), *flags]) == 0
+    opts = seen["opts"]
+    assert (opts.redact_paths, opts.markdown) == ("--redact-paths" in flags, "--markdown" in flags)
+    assert opts.command == ["eagle3-nb", "demo", "--out", str(tmp_path / "demo"), *flags]
+    out, err = capsys.readouterr()
+    assert (f"markdown: {tmp_path / 'demo' / 'summary.md'}" in out) == ("--markdown" in flags)
+    assert all(flag in err for flag in flags)

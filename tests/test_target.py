@@ -11,10 +11,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from eagle3_nb.errors import CheckpointError, Eagle3NbError, UnsafeInputError
-from eagle3_nb.target import (DumpFormatError, HiddenStateSample, TargetModel, pad_batch,
-                              read_dump, read_specforge_dump, read_speculators_dump,
-                              resolve_aux_indices)
+from eagle3_nb.errors import CheckpointError, DumpFormatError, Eagle3NbError, UnsafeInputError
+from eagle3_nb.target import (HiddenStateSample, TargetModel, pad_batch, read_dump,
+                              read_specforge_dump, read_speculators_dump)
+from target_readings import (aux_hidden_states, aux_states, final_norm_state,  # tests/ oracles
+                             pre_norm_last_state, resolve_aux_indices)
 
 pytestmark = pytest.mark.slow  # runs the target model: make test, not make test-fast
 
@@ -144,24 +145,28 @@ def test_greedy_generate_on_a_padded_batch_matches_each_row(target, prompt_ids):
 def test_aux_conventions_final_norm_and_pre_norm(target, prompt_ids):
     ids = prompt_ids[0]
     out = target.forward_hidden(ids)
-    hf = target.aux_hidden_states(ids, EAGLE_IDS, "hf")
+    hf = aux_hidden_states(target, ids, EAGLE_IDS, "hf")
     assert hf.shape == (ids.numel(), 3 * H)
     assert torch.equal(hf, torch.cat([out.hidden_states[i] for i in (2, 4, 5)], -1))
     # "output of layer X" is hidden_states[X + 1]: exactly one index deeper than "hf"
-    plus_one = target.aux_hidden_states(ids, EAGLE_IDS, "output_of_layer")
+    plus_one = aux_hidden_states(target, ids, EAGLE_IDS, "output_of_layer")
     assert torch.equal(plus_one, torch.cat([out.hidden_states[i] for i in (3, 5, 6)], -1))
-    assert torch.equal(plus_one, out.aux([3, 5, 6], "hf"))
+    assert torch.equal(plus_one, out.aux([3, 5, 6]))
     assert not torch.allclose(plus_one, hf)
-    assert torch.equal(target.aux_hidden_states(ids, SPECFORGE_IDS, "output_of_layer"), hf)
+    assert torch.equal(aux_hidden_states(target, ids, SPECFORGE_IDS, "output_of_layer"), hf)
     # final_norm is HF's hidden_states[L]: the final norm applied to the pre-norm last layer
-    final = target.final_norm_state(ids)
+    final = final_norm_state(target, ids)
     assert torch.equal(final, out.hidden_states[L]) and torch.equal(final, out.final_norm)
-    assert torch.equal(out.aux([L - 1], "output_of_layer"), final)
-    pre = target.pre_norm_last_state(ids)
+    assert torch.equal(aux_states(out, [L - 1], "output_of_layer"), final)
+    pre = pre_norm_last_state(target, ids)
     assert not torch.allclose(pre, final, atol=1e-3)
     norm = target.model.get_decoder().norm
     torch.testing.assert_close(norm(pre), final, rtol=1e-5, atol=1e-5)
-    assert torch.equal(out.aux([L], "hf", final="pre_norm"), pre)
+    assert torch.equal(out.aux([L], final="pre_norm"), pre)
+    assert torch.equal(out.aux([5, 2]), torch.cat([out.hidden_states[5], out.hidden_states[2]], -1))
+    for bad in ([L + 1], [-1], [], [2.0], [True]):
+        with pytest.raises(Eagle3NbError):
+            out.aux(bad)
     assert torch.equal(out.state(L - 1), out.state(L - 1, final="pre_norm"))
     # target logits come from the final-norm state
     torch.testing.assert_close(target.model.lm_head(final), out.logits, rtol=1e-5, atol=1e-5)
@@ -181,8 +186,9 @@ def test_padded_batch_gives_each_sequence_its_unbatched_states(target, prompt_id
         torch.testing.assert_close(batch.pre_norm_last[r][real], single.pre_norm_last,
                                    rtol=0, atol=1e-5)
         torch.testing.assert_close(batch.logits[r][real], single.logits, rtol=0, atol=1e-4)
-        aux = target.aux_hidden_states(ids, EAGLE_IDS, attention_mask=mask)[r][real]
-        torch.testing.assert_close(aux, target.aux_hidden_states(seq, EAGLE_IDS), rtol=0, atol=1e-5)
+        aux = aux_hidden_states(target, ids, EAGLE_IDS, attention_mask=mask)[r][real]
+        torch.testing.assert_close(aux, aux_hidden_states(target, seq, EAGLE_IDS), rtol=0,
+                                   atol=1e-5)
     ragged = target.forward_hidden(rows)  # a ragged list is right-padded internally
     torch.testing.assert_close(ragged.hidden_states[3][1][:30],
                                batch.hidden_states[3][1][mask[1].bool()], rtol=0, atol=1e-5)
@@ -211,7 +217,7 @@ def test_speculators_dump_round_trip_from_the_targets_own_states(target, prompt_
     sample = read_speculators_dump(tmp_path / "hs_0.safetensors", layer_ids=captured)
     assert isinstance(sample, HiddenStateSample) and sample.format == "speculators"
     assert torch.equal(sample.token_ids, ids)
-    assert torch.equal(sample.aux_hidden_states, out.aux(EAGLE_IDS, "hf"))
+    assert torch.equal(sample.aux_hidden_states, out.aux(EAGLE_IDS))
     assert torch.equal(sample.last_hidden_state, out.pre_norm_last)
     assert sample.last_hidden_kind == "pre_norm" and sample.loss_mask is None
     assert sample.layer_ids == [2, 4, 5] and sample.num_aux() == 3 and len(sample) == ids.numel()
@@ -226,12 +232,12 @@ def test_specforge_dump_round_trip_from_the_targets_own_states(target, prompt_id
     mask[:10] = 0
     torch.save({"input_ids": ids[None], "loss_mask": mask[None],
                 "hidden_state": out.final_norm[None],
-                "aux_hidden_state": out.aux(SPECFORGE_IDS, "output_of_layer")[None]},
+                "aux_hidden_state": aux_states(out, SPECFORGE_IDS, "output_of_layer")[None]},
                tmp_path / "data_0.ckpt")
     sample = read_specforge_dump(tmp_path / "data_0.ckpt", layer_ids=SPECFORGE_IDS)
     assert sample.format == "specforge" and sample.last_hidden_kind == "final_norm"
     assert torch.equal(sample.token_ids, ids) and torch.equal(sample.loss_mask, mask)
-    assert torch.equal(sample.aux_hidden_states, out.aux(EAGLE_IDS, "hf"))
+    assert torch.equal(sample.aux_hidden_states, out.aux(EAGLE_IDS))
     assert torch.equal(sample.last_hidden_state, out.final_norm)
     assert sample.layer_ids == SPECFORGE_IDS and sample.num_aux() == 3
 

@@ -24,7 +24,7 @@ from eagle3_nb.defaults import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFA
                                 DEFAULT_NUM_STEPS)
 from eagle3_nb.engines.registry import engines as registered_engines
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.findings import ERROR, WARNING, Finding, collapses
+from eagle3_nb.findings import ERROR, WARNING, Finding, collapses, summary_part
 from eagle3_nb.model import as_engine_leaves
 from eagle3_nb.observed.metrics import parse_observed
 from eagle3_nb.session import NotInDump, engines_with, load_dump_run, load_for_run, read_prompts
@@ -51,8 +51,9 @@ class AcceptanceCheck:
     evidence: str = ""                 # which engine evidence decided the wirings simulated
     threads: str = ""                  # torch's threads and why (session.choose_threads)
 
-    def summary(self) -> dict[str, Any]:
-        return {"checkpoint": self.checkpoint, "target": self.target,
+    def summary(self, notebook: str = "04_acceptance") -> dict[str, Any]:
+        return summary_part("acceptance", notebook, {
+                "checkpoint": self.checkpoint, "target": self.target,
                 "num_steps": self.num_steps, "max_new_tokens": self.max_new_tokens,
                 "drafting": self.drafting.to_json() if self.drafting else None,
                 "n_samples": self.n_samples, "settings": self.settings_line(),
@@ -63,7 +64,7 @@ class AcceptanceCheck:
                 "what_if": what_if_json(self.rows, self.observed) if self.rows else None,
                 "observed": self.observed.to_dict() if self.observed else None,
                 "teacher_forced": self.teacher_forced or None,
-                "findings": [f.to_json() for f in self.findings]}
+                "findings": [f.to_json() for f in self.findings]})
 
     def settings_line(self) -> str:
         """What every figure of this check was measured on."""
@@ -75,8 +76,8 @@ class AcceptanceCheck:
 
 
 def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
-                     prompts: str | Path | None = None, hidden_states: str | Path | None = None,
-                     wiring: str = "trained", compare: str | None = None,
+                     prompts: str | Path | None = None, *,
+                     hidden_states: str | Path | None = None, wiring: str = "trained", compare: str | None = None,
                      num_steps: int | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                      n_samples: int | None = DEFAULT_N_SAMPLES, observed=None,
                      what_if: bool = True, engines: list[str] | None = None,
@@ -582,9 +583,9 @@ def evidence_engines(engines: list[str] | None, launch, observed) -> tuple[list[
 
 def _d2t_evidence(checkpoint: str | Path) -> tuple[str | None, bool]:
     """(d2t format, valid) read from the checkpoint itself (eagle3-nb vocab's answer)."""
-    from eagle3_nb.io.checkpoint import Checkpoint
+    from eagle3_nb.io.checkpoint import open_once
     from eagle3_nb.vocab import VocabMapping
 
-    ckpt = Checkpoint.open(checkpoint)
+    ckpt = open_once(checkpoint)
     mapping = VocabMapping.from_checkpoint(ckpt, ckpt.config)
     return mapping.format, not mapping.problems

@@ -17,12 +17,11 @@ from eagle3_nb.checks.target_match import preflight
 from eagle3_nb.defaults import DEFAULT_N_SAMPLES
 from eagle3_nb.drift import features_drift, mean_layer_similarity, weighted_mean
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.findings import given, release_given, sort_findings
+from eagle3_nb.findings import given, release_given, sort_findings, summary_part
 from eagle3_nb.model import Wiring, as_engine_leaves, load_draft
 from eagle3_nb.session import (REFERENCE, FeatureSource, LiveFeatures, NotInDump, apply_threads,
                                engines_with, load_dump_run, named_wirings, pick_device,
-                               read_prompts)
-from eagle3_nb.target import TargetModel
+                               read_prompts, target_once)
 from eagle3_nb.trace import trace_shapes
 from eagle3_nb.uncertainty import paired_difference, ratio_se, verdict
 
@@ -50,7 +49,7 @@ def check_hidden_states(checkpoint: str | Path, target: str | Path | None = None
     named = named_wirings(checkpoint, target, engines_with(engines, *wirings))
     cfg, info, presets = named.cfg, named.target_info, named.presets
     chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in named.profiles]
-    tgt = TargetModel.load(target, device=dev, dtype=dtype)
+    tgt = target_once(target, dev, dtype)
     draft = load_draft(named.ckpt, dev, dtype, embed_from=target)
     threads = apply_threads(tgt.model, draft)
     samples = read_prompts(prompts, tgt, n_samples)
@@ -166,3 +165,9 @@ def check_dumps(checkpoint: str | Path, hidden_states: str | Path, engines: list
     data["findings"] = [f.to_json() for f in sort_findings(hidden_findings(data))]
     return data
 
+
+
+def hidden_summary(data: dict[str, Any], notebook: str = "03_hidden_state_shapes"
+                   ) -> dict[str, Any]:
+    """Notebook 03's summary.json: the check's answer, as it is (live or on dumps)."""
+    return summary_part("hidden_states", notebook, data)

@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_nb.config import DraftConfig, TargetInfo, aux_id_faults
-from eagle3_nb.errors import ConfigError
+from eagle3_nb.errors import ConfigError, Eagle3NbError
 from eagle3_nb.engines import resolve_engines
 from eagle3_nb.engines.registry import engine as registered
 from eagle3_nb.engines.facts import CHECKS
 from eagle3_nb.engines.planner import NEEDS, LoadPlan, plan_load
-from eagle3_nb.findings import (ERROR, INFO, NEXT_COMMANDS, SUMMARY_VERSION, WARNING, Finding,
+from eagle3_nb.findings import (ERROR, INFO, NEXT_COMMANDS, WARNING, Finding, summary_part,
                                 engine_codes, given, has_errors, release_given, sort_findings,
                                 verdict_line, verdicts)
-from eagle3_nb.io.checkpoint import Checkpoint, load_target_info
+from eagle3_nb.io.checkpoint import Checkpoint, load_target_info, open_once, read_json
 from eagle3_nb.checks.target_match import (NOT_A_DRAFT_TODO, embedding_findings, not_a_draft,
                                            not_a_draft_finding, target_findings)
 from eagle3_nb.checks.log import check_log
@@ -64,6 +64,7 @@ class Inspection:
     def to_json(self) -> dict[str, Any]:
         ckpt = self.checkpoint
         return {
+            "kind": "inspection",
             "checkpoint": str(ckpt.path),
             "format": ckpt.format,
             "layout": self.layout.name,
@@ -155,7 +156,7 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
                        launch: str | None = None, log: str | Path | None = None) -> Inspection:
     """What each engine release does with the draft at PATH. LOG (the engine's server log or a
     traceback) names the release when ENGINES does not, and its exceptions are explained."""
-    ckpt = Checkpoint.open(path)
+    ckpt = open_once(path)
     why = not_a_draft(ckpt)
     cfg = _draft_config(ckpt, why)
     stats = stats and not why  # a target's tensors say nothing about a draft
@@ -372,14 +373,27 @@ def _schema_row_json(row: SchemaRow) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- summary.json
 
+def read_inspection(path: str | Path, checkpoint: str | Path) -> dict[str, Any]:
+    """The inspection of CHECKPOINT that a report already made (Inspection.to_json, written to
+    its inspection.json): notebooks 00 and 01 show it rather than inspecting again."""
+    where = Path(path)
+    data = read_json(where.parent, where.name)
+    if data.get("kind") != "inspection":
+        raise Eagle3NbError("not an inspection written by the kit", str(where),
+                            "pass the inspection.json of a report, or leave `inspection` empty "
+                            "to inspect the checkpoint here")
+    if Path(str(data.get("checkpoint"))).resolve() != Path(checkpoint).resolve():
+        raise Eagle3NbError(f"an inspection of {data.get('checkpoint')}, not of {checkpoint}",
+                            str(where), "leave `inspection` empty to inspect this checkpoint")
+    return data
+
+
 def inspection_summary(data: dict[str, Any], notebook: str = "") -> dict[str, Any]:
     """The summary.json of notebook 01 (and the inspection part of the full report)."""
     findings = data.get("findings", [])
     count = {s: sum(f["severity"] == s for f in findings) for s in ("error", "warning", "info")}
     stats = data.get("stats")
     out: dict[str, Any] = {
-        "summary_version": SUMMARY_VERSION,
-        "notebook": notebook,
         "checkpoint": data.get("checkpoint"),
         "format": data.get("format"),
         "layout": data.get("layout"),
@@ -404,7 +418,7 @@ def inspection_summary(data: dict[str, Any], notebook: str = "") -> dict[str, An
         "unchecked": data.get("unchecked", []),
         "evidence": data.get("evidence"),
     }
-    return out
+    return summary_part("inspection", notebook, out)
 
 
 def _engine_digest(e: dict[str, Any]) -> dict[str, Any]:

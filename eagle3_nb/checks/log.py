@@ -44,6 +44,7 @@ class LogReading:
     findings: list[Finding] = field(default_factory=list)
     evidence: list[dict[str, Any]] = field(default_factory=list)  # lines that only inform
     ab_plan: list[dict[str, str]] = field(default_factory=list)   # for an unexplained crash
+    had: dict[str, str] = field(default_factory=dict)             # findings.evidence_line
 
     @property
     def profile(self) -> str | None:
@@ -57,7 +58,7 @@ class LogReading:
                 "engine": self.engine, "version": self.version,
                 "version_source": self.version_source, "server_args": self.server_args,
                 "acceptance": self.acceptance, "errors": [e.to_json() for e in self.errors],
-                "evidence": self.evidence, "ab_plan": self.ab_plan,
+                "evidence": self.evidence, "ab_plan": self.ab_plan, "had": self.had,
                 "findings": [f.to_json() for f in sort_findings(self.findings)]}
 
     def summary(self) -> str:
@@ -77,11 +78,12 @@ def check_log(log: str | Path | LogText, engine: str | None = None,
     found, version, how = _identify(text.text, engine, text.source)
     reading = LogReading(text.source, text.note(), found.name if found else None, version, how,
                          None, None, raised_errors(text.text))
+    if found is not None and found.log is not None:
+        reading.server_args = found.log.server_args(text.text)
+    reading.had = _had(reading, bool(engine and split_spec(engine)[0]))
     if found is None:
         reading.findings += [_unknown(e, None, None) for e in reading.errors]
         return reading
-    if found.log is not None:
-        reading.server_args = found.log.server_args(text.text)
     reading.acceptance = _acceptance(text.text, version, found)
     _explain(reading, found, text.text)
     if any(f.code == "LOG_UNRECOGNISED" or f.evidence.get("ab_plan") for f in reading.findings):
@@ -89,6 +91,24 @@ def check_log(log: str | Path | LogText, engine: str | None = None,
     if reading.server_args and launch_checks:
         reading.findings += _launch_checks(reading.server_args, found, version)
     return reading
+
+
+def _had(reading: LogReading, engine_named: bool) -> dict[str, str]:
+    """What this reading had (findings.evidence_line): the log, and where the engine, its
+    release and its arguments came from; the draft itself is inspect's to bring."""
+    if engine_named:
+        engine = "named (--engine)"
+    else:
+        engine = "from the log" if reading.engine else "not recognised (--engine NAME)"
+    if reading.version is None:
+        release = f"not given (--engine {reading.engine or 'NAME'}==VERSION)"
+    else:
+        release = "from the log" if reading.version_source.startswith("the log") else \
+            "named (--engine)"
+    return {"log": "given", "engine": engine, "engine release": release,
+            "server arguments": "from the log" if reading.server_args else
+            "not in the log (eagle3-nb inspect DRAFT --log LOG --launch COMMAND)",
+            "checkpoint": "not given (eagle3-nb inspect DRAFT --log LOG)"}
 
 
 def check_log_text(text: str, engine: str | None = None, source: str = "text") -> LogReading:

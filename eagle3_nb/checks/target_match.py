@@ -17,7 +17,7 @@ from eagle3_nb.config import DraftConfig, TargetInfo, aux_id_faults, draft_marke
 from eagle3_nb.engines.facts import CHECKS
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.findings import ERROR, INFO, WARNING, Finding
-from eagle3_nb.io.checkpoint import Checkpoint, load_target_info, read_json
+from eagle3_nb.io.checkpoint import Checkpoint, load_target_info, open_once, read_json
 from eagle3_nb.io.safetensors import TensorInfo, read_header, read_rows
 
 TARGET_EMBED_NAMES = ("model.embed_tokens.weight", "embed_tokens.weight",
@@ -40,7 +40,7 @@ def preflight(checkpoint, target_config=None) -> None:
     are negative or repeated, or ids past the target's last layer. Eagle3NbError, else None.
     CHECKPOINT: a path or an opened Checkpoint; TARGET_CONFIG: the target's config.json or
     its directory (None: the target's layer count is not checked)."""
-    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint.open(checkpoint)
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_once(checkpoint)
     why = not_a_draft(ckpt)
     if why:
         raise Eagle3NbError(why, str(ckpt.path), NOT_A_DRAFT_TODO)

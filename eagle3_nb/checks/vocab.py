@@ -7,16 +7,23 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_nb.engines import resolve_engines
-from eagle3_nb.findings import SUMMARY_VERSION, given, release_given, sort_findings
-from eagle3_nb.io.checkpoint import Checkpoint
+from eagle3_nb.findings import given, release_given, sort_findings, summary_part
+from eagle3_nb.io.checkpoint import open_once
 from eagle3_nb.vocab import (VocabMapping, count_tokens, coverage, coverage_finding,
                              load_tokenizer, read_corpus)
+
+
+def vocab_mapping(path: str | Path) -> VocabMapping:
+    """The draft's d2t/t2d mapping, read from the checkpoint check_vocab opened (open_once): what
+    notebook 02's figures and lookup show beside the check's answer."""
+    ckpt = open_once(path)
+    return VocabMapping.from_checkpoint(ckpt, ckpt.config)
 
 
 def check_vocab(path: str | Path, tokenizer: str | Path | None = None,
                 corpus: str | Path | None = None, engines: list[str] | None = None) -> dict[str, Any]:
     """The vocab answer for one checkpoint: format with evidence, validity per engine, coverage."""
-    ckpt = Checkpoint.open(path)
+    ckpt = open_once(path)
     cfg = ckpt.config
     profiles = resolve_engines(engines)
     mapping = VocabMapping.from_checkpoint(ckpt, cfg)
@@ -61,9 +68,7 @@ def vocab_summary(data: dict[str, Any], notebook: str = "02_d2t_mapping") -> dic
     """The summary.json of notebook 02 from a `check_vocab` dict: format, validity, evidence,
     findings, per-engine wrong / out-of-range counts, corpus coverage."""
     findings = data.get("findings", [])
-    return {
-        "summary_version": SUMMARY_VERSION,
-        "notebook": notebook,
+    return summary_part("vocab", notebook, {
         "checkpoint": data.get("checkpoint"),
         "format": data.get("format"),
         "valid": data.get("valid"),
@@ -85,4 +90,4 @@ def vocab_summary(data: dict[str, Any], notebook: str = "02_d2t_mapping") -> dic
         "coverage": data.get("coverage"),
         "tokenizer": data.get("tokenizer"),
         "had": data.get("had"),
-    }
+    })

@@ -43,6 +43,9 @@ class Checkpoint:
     tensors: dict[str, TensorInfo]
     code_files: list[str] = field(default_factory=list)
     _pickled: dict[str, Any] | None = field(default=None, repr=False)
+    # what checks derive from the headers (e.g. the named wirings' load plans), kept with the
+    # checkpoint so that checks sharing it (open_once) derive it once
+    derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> "Checkpoint":
@@ -138,6 +141,34 @@ class Checkpoint:
         if self.format == "safetensors-sharded":
             names.append(INDEX_NAME)
         return names
+
+
+_OPENED: dict[Path, tuple[tuple, Checkpoint]] = {}
+OPENED_KEPT = 2  # checkpoints a process keeps open: the draft, and one to compare it with
+
+
+def open_once(path: str | os.PathLike) -> Checkpoint:
+    """The checkpoint at PATH, opened once per process: every check of one run (the notebooks of
+    a report share one kernel) gets the same object, with what it derived, while the directory's
+    files are unchanged (name, size, mtime); after any change it is opened afresh. Errors are
+    Checkpoint.open's."""
+    root = Path(path)
+    if not root.is_dir():
+        return Checkpoint.open(root)
+    root = root.resolve()
+    state = directory_state(root)
+    kept = _OPENED.pop(root, None)
+    ckpt = kept[1] if kept and kept[0] == state else Checkpoint.open(root)
+    _OPENED[root] = (state, ckpt)
+    while len(_OPENED) > OPENED_KEPT:
+        _OPENED.pop(next(iter(_OPENED)))
+    return ckpt
+
+
+def directory_state(root: Path) -> tuple:
+    with os.scandir(root) as entries:
+        files = [(e.name, e.stat()) for e in entries if e.is_file()]
+    return tuple(sorted((name, st.st_size, st.st_mtime_ns) for name, st in files))
 
 
 def sha256_file(path: Path, limit: int | None = None, chunk: int = 8 << 20) -> str:

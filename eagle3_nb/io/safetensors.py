@@ -1,12 +1,17 @@
-"""Bounded safetensors header parsing and lazy, torch-free tensor access.
+"""Bounded safetensors header parsing, lazy torch-free tensor access, and a byte-copying writer.
 
 Listing tensors reads the 8-byte length and the JSON header only, so a 600 GB sharded checkpoint
 costs the same as a 6 MB one. Every offset, dtype and shape is checked against the file size
 before anything is mapped. Tensor data is read only through `iter_chunks`, in bounded pieces.
+
+`write_safetensors` writes a new file whose tensors' data bytes are copied from their source
+files in bounded chunks (no torch), in the reference writer's order; `save_torch_tensors` is
+the one path that goes through torch (a pickle source).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import mmap
 import os
@@ -15,9 +20,9 @@ import struct
 from dataclasses import dataclass
 from math import prod
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
-from eagle3_nb.errors import SafetensorsFormatError
+from eagle3_nb.errors import Eagle3NbError, SafetensorsFormatError
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors reference implementation's own bound
 # Far above the tensor count of any model file the kit is meant for, and counted in the raw bytes
@@ -256,3 +261,125 @@ def _fp8_table(dtype: str):
 
 def file_size(path: Path) -> int:
     return os.stat(path).st_size
+
+
+# ----------------------------------------------------------------------------- writing
+
+COPY_CHUNK_BYTES = 16 << 20          # bounded read size when copying / hashing tensor data
+
+# The reference writer (safetensors 0.8, Rust) orders tensors by dtype, descending in its enum
+# order, then by name; the order is by item size first, so every tensor stays aligned. Same order
+# here: a copy that renames nothing reproduces the reference writer's file byte for byte.
+WRITE_ORDER = ("U64", "I64", "F64", "F32", "U32", "I32", "BF16", "F16", "U16", "I16",
+               "F8_E4M3", "F8_E5M2", "I8", "U8", "BOOL")
+
+
+@dataclass(frozen=True)
+class TensorSource:
+    """One tensor of a file to write: its name there, and its dtype, shape and bytes as `info`
+    says they lie in the file `path`; or, with `data`, those bytes instead."""
+    name: str
+    info: TensorInfo
+    path: Path | None = None
+    data: bytes | None = None
+
+
+def copy_range(fh, start: int, nbytes: int, sink: Callable[[bytes], Any], where: str,
+               error: type[Eagle3NbError] = SafetensorsFormatError) -> None:
+    """Feed `nbytes` bytes at `start` to sink(bytes), COPY_CHUNK_BYTES at a time."""
+    fh.seek(start)
+    left = nbytes
+    while left:
+        block = fh.read(min(COPY_CHUNK_BYTES, left))
+        if not block:
+            raise error(f"file ended {left} bytes early while reading tensor data", where,
+                        "the file is truncated, or it changed while it was being copied")
+        sink(block)
+        left -= len(block)
+
+
+def tensor_sha256(path: Path, info: TensorInfo,
+                  error: type[Eagle3NbError] = SafetensorsFormatError) -> str:
+    """sha256 of one tensor's data bytes, read in bounded chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        copy_range(fh, info.data_start, info.nbytes, h.update, str(path), error)
+    return h.hexdigest()
+
+
+def copy_tensor(src_fh, out_fh, info: TensorInfo, where: str,
+                error: type[Eagle3NbError] = SafetensorsFormatError) -> str:
+    """Copy one tensor's data bytes; return their sha256."""
+    h = hashlib.sha256()
+
+    def sink(block: bytes) -> None:
+        h.update(block)
+        out_fh.write(block)
+    copy_range(src_fh, info.data_start, info.nbytes, sink, where, error)
+    return h.hexdigest()
+
+
+def _write_rank(dtype: str) -> tuple[int, int]:
+    if dtype in WRITE_ORDER:
+        return (-DTYPES[dtype][0], WRITE_ORDER.index(dtype))
+    return (-DTYPES[dtype][0], len(WRITE_ORDER))
+
+
+def header_bytes(items: list[tuple[str, TensorInfo]], metadata: dict[str, str]) -> bytes:
+    """The 8-byte length and the JSON header of a file holding these tensors in this order."""
+    header: dict[str, Any] = {"__metadata__": metadata}
+    offset = 0
+    for name, info in items:
+        header[name] = {"dtype": info.dtype, "shape": list(info.shape),
+                        "data_offsets": [offset, offset + info.nbytes]}
+        offset += info.nbytes
+    raw = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    raw += b" " * (-len(raw) % 8)   # the reference writer pads with spaces to 8 bytes
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def write_safetensors(out_path: Path, tensors: list[TensorSource], metadata: dict[str, str],
+                      error: type[Eagle3NbError] = SafetensorsFormatError) -> dict[str, str]:
+    """A new file (never an existing one) holding `tensors` in the reference writer's order,
+    fsynced; returns name -> sha256 of its data bytes."""
+    items = sorted(tensors, key=lambda t: (_write_rank(t.info.dtype), t.name))
+    hashes: dict[str, str] = {}
+    handles: dict[Path, Any] = {}
+    try:
+        with open(out_path, "xb") as out:
+            out.write(header_bytes([(t.name, t.info) for t in items], metadata))
+            for t in items:
+                if t.data is not None:
+                    out.write(t.data)
+                    hashes[t.name] = hashlib.sha256(t.data).hexdigest()
+                    continue
+                fh = handles.get(t.path)
+                if fh is None:
+                    fh = handles[t.path] = open(t.path, "rb")
+                hashes[t.name] = copy_tensor(fh, out, t.info, str(t.path), error)
+            out.flush()
+            os.fsync(out.fileno())
+    finally:
+        for fh in handles.values():
+            fh.close()
+    return hashes
+
+
+def tensor_bytes(tensor) -> bytes:
+    """A torch tensor's data bytes as a safetensors file stores them."""
+    t = tensor.detach().contiguous().reshape(-1)
+    import torch
+
+    return t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+
+
+def save_torch_tensors(out_path: Path, tensors: dict) -> dict[str, str]:
+    """torch tensors (no shared storage) -> a new safetensors file through safetensors.torch,
+    fsynced; returns name -> sha256 of its data bytes."""
+    from safetensors.torch import save_file
+
+    hashes = {name: hashlib.sha256(tensor_bytes(t)).hexdigest() for name, t in tensors.items()}
+    save_file(tensors, str(out_path), metadata={"format": "pt"})
+    with open(out_path, "rb") as fh:
+        os.fsync(fh.fileno())
+    return hashes

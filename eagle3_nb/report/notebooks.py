@@ -29,8 +29,7 @@ from eagle3_nb.defaults import PROGRESS_VARIABLE
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.io.files import atomic_write_text, json_text
 from eagle3_nb.io.resources import notebooks_dir, samples_dir
-from eagle3_nb.checks.load import inspection_summary
-from eagle3_nb.findings import SUMMARY_VERSION
+from eagle3_nb.findings import SUMMARY_KINDS, part_kind
 
 # resolved against the caller's cwd
 PATH_PARAMETERS = ("checkpoint", "target_config", "output_dir", "tokenizer", "corpus", "target",
@@ -118,8 +117,11 @@ def _runs_this_python(argv: list[str]) -> bool:
 # ----------------------------------------------------------------------------- running
 
 def run_notebook(notebook: Path, out_dir: Path, parameters: dict[str, Any] | None = None,
-                 kernel_name: str | None = None, timeout_s: int | None = 600) -> Path:
+                 kernel_name: str | None = None, timeout_s: int | None = 600,
+                 kernel=None) -> Path:
     """Execute `notebook` with papermill into `out_dir/<notebook name>` and return that path.
+    KERNEL: a report.kernel.ReportKernel to run in (the report's notebooks share one); without
+    it the notebook gets a kernel of its own.
 
     The kernel's cwd is the notebook's folder (the defaults there are relative to it); path
     parameters (checkpoint, target_config, output_dir) given relative are resolved against the
@@ -147,7 +149,7 @@ def run_notebook(notebook: Path, out_dir: Path, parameters: dict[str, Any] | Non
     saved = os.environ.get(PROGRESS_VARIABLE)
     os.environ[PROGRESS_VARIABLE] = "off"  # the kernel inherits it: no bar saved as a dead widget
     try:
-        _execute(notebook, output, params, kernel_name, timeout_s)
+        _execute(notebook, output, params, kernel_name, timeout_s, kernel)
     finally:
         if saved is None:
             os.environ.pop(PROGRESS_VARIABLE, None)
@@ -157,15 +159,24 @@ def run_notebook(notebook: Path, out_dir: Path, parameters: dict[str, Any] | Non
 
 
 def _execute(notebook: Path, output: Path, params: dict[str, Any], kernel_name: str | None,
-             timeout_s: int | None) -> None:
+             timeout_s: int | None, kernel=None) -> None:
     import papermill as pm
 
+    common = {"parameters": params, "progress_bar": False, "log_output": False,
+              "execution_timeout": timeout_s}
     try:
+        if kernel is not None:
+            kernel.prepare(notebook.parent)
+            try:
+                pm.execute_notebook(notebook, output, kernel_name=kernel.kernel_name,
+                                    km=kernel.km, **common)
+            finally:
+                kernel.release_clients()
+            return
         with kernel_sockets() as sockets:
-            pm.execute_notebook(notebook, output, parameters=params,
-                                kernel_name=resolve_kernel(kernel_name), cwd=str(notebook.parent),
-                                progress_bar=False, log_output=False, execution_timeout=timeout_s,
-                                extra_arguments=KERNEL_ARGUMENTS, **sockets)
+            pm.execute_notebook(notebook, output, kernel_name=resolve_kernel(kernel_name),
+                                cwd=str(notebook.parent), extra_arguments=KERNEL_ARGUMENTS,
+                                **common, **sockets)
     except pm.PapermillExecutionError as exc:
         err = ReportError(f"cell {exc.exec_count} raised {exc.ename}: {exc.evalue}",
                           notebook.name, f"the partly executed notebook is {output}")
@@ -252,17 +263,15 @@ def _replace_widget_views(nb) -> None:
 
 # ----------------------------------------------------------------------------- summary.json
 
-def write_summary(output_dir: str | Path, notebook: str, data: dict[str, Any],
+def write_summary(output_dir: str | Path, notebook: str, part: dict[str, Any],
                   **extra: Any) -> Path:
-    """Write `output_dir/summary.json`. An inspection's JSON (notebook 01) is digested by
-    `notebook_summary.inspection_summary`; any other dict is written as given, plus its
-    notebook name. `extra` entries (e.g. notebook 01's `diff` against a known-good draft) are
-    added as given."""
-    if "engines" in data and "tensors" in data and "findings" in data:
-        summary = inspection_summary(data, notebook)
-    else:
-        summary = {"summary_version": SUMMARY_VERSION, "notebook": notebook, **data}
-    summary.update(extra)
+    """Write `output_dir/summary.json`: PART, a check's summary that declares its kind
+    (findings.summary_part), under NOTEBOOK's name; `extra` entries (e.g. notebook 01's `diff`
+    against a known-good draft) are added as given."""
+    if part_kind(part) is None:
+        raise ValueError(f"{notebook}: a summary.json part must declare one of {SUMMARY_KINDS} "
+                         "(build it with its check's summary function)")
+    summary = {**part, "notebook": notebook, **extra}
     path = Path(output_dir) / SUMMARY_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json_text(summary) + "\n")

@@ -14,7 +14,7 @@ from eagle3_nb.checks.target_match import preflight
 from eagle3_nb.config import draft_marker, token_id_list
 from eagle3_nb.engines import resolve_engines
 from eagle3_nb.errors import Eagle3NbError, OutputExistsError
-from eagle3_nb.io.checkpoint import Checkpoint, iter_jsonl, load_target_info, read_json
+from eagle3_nb.io.checkpoint import Checkpoint, iter_jsonl, load_target_info, open_once, read_json
 from eagle3_nb.io.resources import notebooks_dir
 from eagle3_nb.observed.metrics import parse_observed
 from eagle3_nb.report.notebooks import PATH_PARAMETERS, SUMMARY_NAME, notebook_parameters
@@ -34,11 +34,11 @@ OWN_OPTIONS = {"checkpoint": "the CHECKPOINT argument", "output_dir": "--out",
                "corpus": "--corpus", "prompts": "--prompts", "observed": "--observed",
                "device": "--device", "num_steps": "--num-steps", "wiring": "--wiring",
                "launch": "--launch", "topk": "--topk", "num_draft_tokens": "--num-draft-tokens",
-               "log": "--log"}
+               "log": "--log", "inspection": "the report's own inspection.json"}
 
 
 # What --overwrite may delete: only what a report writes (and an older notebook-01-only demo).
-_REPORT_ENTRY = re.compile(r"^(index\.html|summary\.json|\.eagle3-nb-report|"
+_REPORT_ENTRY = re.compile(r"^(index\.html|summary\.json|inspection\.json|\.eagle3-nb-report|"
                            r"\d\d_[\w-]+(\.ipynb|\.html)?)$")
 
 
@@ -77,7 +77,7 @@ class ReportOptions:
 def resolve_options(opts: ReportOptions) -> ReportOptions:
     """Absolute paths, implied files (--target DIR -> its config.json and tokenizer.json), and
     every check that can fail before anything is written."""
-    ckpt = Checkpoint.open(opts.checkpoint)  # CheckpointError: bad input, exit 2
+    ckpt = open_once(opts.checkpoint)  # CheckpointError: bad input, exit 2
     o = ReportOptions(**{**opts.__dict__})
     o.checkpoint = ckpt.path
     o.out = _output_path(Path(opts.out or Path("reports") / ckpt.path.name))

@@ -29,22 +29,27 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from eagle3_nb.engines import engines
+from eagle3_nb.checks.load import inspect_checkpoint
+from eagle3_nb.engines import engines, parse_engines
 from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.findings import SUMMARY_KINDS, SUMMARY_VERSION, part_kind
 from eagle3_nb.io.files import (OWNER_NAME, atomic_write_text, json_text, cleanup_on_signals,
                                 directory_lock, remove_stale_staging, staging_dir, swap_in)
 from eagle3_nb.io.resources import samples_dir
 from eagle3_nb.report.markdown import summary_markdown
-from eagle3_nb.report.notebooks import SUMMARY_NAME, ReportError, render_html, run_notebook
+from eagle3_nb.report.kernel import ReportKernel
+from eagle3_nb.report.notebooks import (SUMMARY_NAME, ReportError, notebook_parameters,
+                                        render_html, run_notebook)
 from eagle3_nb.report.options import (MARKER, ReportOptions, check_out, make_parent, report_files,
                                       resolve_options)
 from eagle3_nb.report.redact import PathRedactor, report_redactor
-from eagle3_nb.report.steps import (Step, observed_floor_note, plan_steps, skipped_takers,
-                                    unused_options)
+from eagle3_nb.report.steps import (Step, coerce, observed_floor_note, plan_steps,
+                                    skipped_takers, unused_options)
 from eagle3_nb.report.summary import build_summary, group_findings, input_hashes
 from eagle3_nb.viz.triage import index_html
 
 MARKDOWN_NAME = "summary.md"
+INSPECTION_NAME = "inspection.json"  # the inspection notebooks 00 and 01 show, made once
 
 
 def run_report(opts: ReportOptions, progress: Callable[[str], None] | None = None,
@@ -92,10 +97,47 @@ def run_report(opts: ReportOptions, progress: Callable[[str], None] | None = Non
 def _build_report(opts: ReportOptions, steps: list[Step], hashes: dict[str, Any],
                   started: datetime, build: Path, say: Callable[[str], None],
                   kernel_name: str | None, redact: PathRedactor | None = None) -> dict[str, Any]:
-    for i, step in enumerate(steps, 1):
-        say(f"[{i}/{len(steps)}] {step.name} ... "
-            + run_step(step, build, kernel_name, published=opts.out, redact=redact))
+    shared = share_inspection(opts, steps, build)
+    with ReportKernel(kernel_name) as kernel:
+        for i, step in enumerate(steps, 1):
+            say(f"[{i}/{len(steps)}] {step.name} ... "
+                + run_step(step, build, published=opts.out, redact=redact, kernel=kernel))
+    if shared is not None:
+        _publish_inspection(shared, opts.out, steps, redact)
     return build_summary(opts, steps, hashes, started, build)
+
+
+def share_inspection(opts: ReportOptions, steps: list[Step], build: Path) -> Path | None:
+    """The inspection every notebook that declares `inspection` shows (00 and 01), made once
+    here and written to the report's inspection.json. When it raises, the notebooks are left
+    to inspect on their own, and fail there with the error on their page."""
+    takers = [s for s in steps if s.status != "skipped"
+              and "inspection" in notebook_parameters(s.notebook)]
+    if not takers:
+        return None
+    try:
+        data = inspect_checkpoint(
+            opts.checkpoint, engines=parse_engines(",".join(opts.engines)),
+            target_config=opts.target_config, launch=opts.launch, log=opts.log,
+            stats=coerce(opts.extra.get("stats", True), "bool", "stats")).to_json()
+    except Exception:  # noqa: BLE001 - each notebook then shows the error itself
+        return None
+    path = build / INSPECTION_NAME
+    atomic_write_text(path, json_text(data) + "\n")
+    for step in takers:
+        step.parameters["inspection"] = str(path)
+    return path
+
+
+def _publish_inspection(path: Path, published: Path, steps: list[Step],
+                        redact: PathRedactor | None) -> None:
+    """The steps' parameters name inspection.json where the report is published; with
+    --redact-paths its paths are redacted as every other file's."""
+    for step in steps:
+        if "inspection" in step.parameters:
+            step.parameters["inspection"] = str(published / INSPECTION_NAME)
+    if redact is not None:
+        atomic_write_text(path, json_text(redact.data(json.loads(path.read_text()))) + "\n")
 
 
 def _write_report_files(build: Path, summary: dict[str, Any], redact: PathRedactor | None = None,
@@ -135,17 +177,20 @@ def _clear_previous(old: Path) -> list[str]:
 
 
 def run_step(step: Step, out: Path, kernel_name: str | None = None,
-             published: Path | None = None, redact: PathRedactor | None = None) -> str:
+             published: Path | None = None, redact: PathRedactor | None = None,
+             kernel: ReportKernel | None = None) -> str:
     """Execute and render one notebook; never raises for a notebook that fails. Returns the
     progress word. `published`: where `out` will be renamed to; the executed notebook then
     names that folder, not the staging one it ran in. `redact`: rewrites every path in the
-    notebook's files before its page is rendered (--redact-paths)."""
+    notebook's files before its page is rendered (--redact-paths). `kernel`: the report's
+    shared kernel (else the notebook gets one of its own, KERNEL_NAME)."""
     if step.status == "skipped":
         return f"skipped ({step.reason})"
     folder = out / step.name
     t0 = time.monotonic()
     try:
-        run_notebook(step.notebook, folder, step.parameters, kernel_name=kernel_name)
+        run_notebook(step.notebook, folder, step.parameters, kernel_name=kernel_name,
+                     kernel=kernel)
         step.status = "ok"
     except OSError as exc:  # the report itself cannot be written: stop, the previous one stays
         raise _cannot_write(exc, folder) from None
@@ -167,7 +212,7 @@ def run_step(step: Step, out: Path, kernel_name: str | None = None,
         except Exception as exc:  # noqa: BLE001
             step.status, step.error = "failed", step.error or f"HTML rendering failed: {exc}"
     step.seconds = round(time.monotonic() - t0, 2)
-    step.summary = _read_json(folder / SUMMARY_NAME)
+    step.summary = _read_part(step, folder / SUMMARY_NAME)
     if step.status == "ok":
         return f"ok ({step.seconds:.1f} s)"
     return f"FAILED ({step.seconds:.1f} s): {step.error}"
@@ -206,6 +251,20 @@ def _first_line(text: str | None, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def _read_part(step: Step, path: Path) -> dict[str, Any] | None:
+    """The notebook's summary.json, read only when it declares its kind (findings.part_kind): a
+    part the report cannot place fails its step rather than being guessed at from its keys."""
+    part = _read_json(path)
+    if part is None or part_kind(part) is not None:
+        return part
+    step.status = "failed"
+    step.error = step.error or (f"{SUMMARY_NAME} declares no kind the report reads "
+                                f"(kind {part.get('kind')!r}, summary_version "
+                                f"{part.get('summary_version')!r}; expected one of "
+                                f"{', '.join(SUMMARY_KINDS)}, version {SUMMARY_VERSION})")
+    return None
+
+
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -221,15 +280,19 @@ def demo_engines() -> list[str]:
 
 
 def run_demo(out: Path = Path("reports/demo"), progress: Callable[[str], None] | None = None,
-             kernel_name: str | None = None) -> dict[str, Any]:
+             kernel_name: str | None = None, redact_paths: bool = False,
+             markdown: bool = False) -> dict[str, Any]:
     """The full report on the bundled layers0-flat draft (its keys SGLang 0.5.9 drops silently)
-    served against the bundled tiny target, small enough for two CPU cores."""
+    served against the bundled tiny target, small enough for two CPU cores. redact_paths and
+    markdown: as the report's (--redact-paths, --markdown)."""
     samples = samples_dir()
     draft = samples / "drafts" / "layers0-flat"
     if not draft.is_dir() or not (samples / "target" / "config.json").is_file():
         raise Eagle3NbError("bundled samples not found", str(samples),
                             "run `make samples` (python -m eagle3_nb.samples)")
+    flags = [f for f, on in (("--redact-paths", redact_paths), ("--markdown", markdown)) if on]
     opts = ReportOptions(checkpoint=draft, out=Path(out), target=samples / "target",
                          engines=demo_engines(), overwrite=True, fail_on="never",
-                         command=["eagle3-nb", "demo", "--out", str(out)])
+                         command=["eagle3-nb", "demo", "--out", str(out), *flags],
+                         redact_paths=redact_paths, markdown=markdown)
     return run_report(opts, progress, kernel_name)

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from eagle3_nb.engines.advice import next_step, with_advice
-from eagle3_nb.findings import CODES, SEVERITY_ORDER, SUMMARY_VERSION
-from eagle3_nb.io.checkpoint import PARTIAL_HASH_BYTES, Checkpoint, sha256_file
+from eagle3_nb.findings import CODES, SEVERITY_ORDER, SUMMARY_VERSION, part_kind
+from eagle3_nb.findings import group_findings as findings_grouped
+from eagle3_nb.io.checkpoint import PARTIAL_HASH_BYTES, open_once, sha256_file
 from eagle3_nb.report.options import ReportOptions
 from eagle3_nb.report.steps import Step, effective_parameters
 
@@ -41,7 +42,7 @@ def input_hashes(opts: ReportOptions, steps: list[Step]) -> dict[str, Any]:
     """sha256 of the checkpoint's config.json and weights, and of every input file a notebook
     that runs reads (target config, tokenizer, prompts, corpus, observed metrics), defaults
     included. Target weights and hidden-state dumps are not hashed (they may be terabytes)."""
-    ckpt = Checkpoint.open(opts.checkpoint)
+    ckpt = open_once(opts.checkpoint)
     files: dict[str, dict[str, str]] = {}
     for step in steps:
         if step.status == "skipped":
@@ -97,47 +98,55 @@ def group_findings(findings: list[dict[str, Any]], checkpoint: str | None = None
     """Merged findings for reading: identical ones of several engines once, with the engines,
     the notebooks that found them and the next step (and command) for the group. Severity
     order kept."""
-    groups: dict[tuple, dict[str, Any]] = {}
-    for f in findings:
-        g = groups.setdefault((f["code"], f["severity"], f["message"]),
-                              {**f, "engines": [], "notebooks": []})
-        if f.get("engine"):
-            g["engines"].append(f["engine"])
-            g["command"] = f.get("command")  # the last engine's, as the step names it
-        g["notebooks"] += [n for n in f["notebooks"] if n not in g["notebooks"]]
-    for g in groups.values():
+    out = []
+    for group in findings_grouped(findings):
+        members = group["members"]
+        g = {**members[0], "engines": [e for e in group["engines"] if e], "notebooks": []}
         g.pop("engine", None)
+        with_engine = [f for f in members if f.get("engine")]
+        if with_engine:
+            g["command"] = with_engine[-1].get("command")  # the last engine's, as the step says
+        for f in members:
+            g["notebooks"] += [n for n in f["notebooks"] if n not in g["notebooks"]]
         g["todo"] = g.get("next_step") or next_step(g["code"], g["engines"], checkpoint)
-    return list(groups.values())
+        out.append(g)
+    return out
 
 
 def key_figures(steps: list[Step]) -> dict[str, Any]:
-    """The numbers a reader looks for first, recognised by what each summary holds."""
+    """The numbers a reader looks for first, read from each notebook's summary by the kind it
+    declares (FIGURES); the first summary of a kind gives that kind's figures."""
     out: dict[str, Any] = {}
     for step in steps:
-        s = step.summary or {}
-        if "verdicts" in s and "verdicts" not in out:
-            out.update(verdicts=s["verdicts"], verdict_line=s.get("verdict_line"),
-                       layout=s.get("layout"), format=s.get("format"),
-                       unchecked=[u.get("what") for u in s.get("unchecked") or []],
-                       evidence=s.get("evidence"),
-                       aux_layers={p: {"captured": e.get("aux_captured"),
-                                       "trained": e.get("aux_trained"),
-                                       "source": e.get("aux_source")}
-                                   for p, e in (s.get("engines") or {}).items()})
-        if "valid" in s and "t2d_agrees" in s:
-            out["d2t"] = {"format": s.get("format"), "valid": s.get("valid"),
-                          "codes": s.get("codes"), "coverage": s.get("coverage")}
-        if "wirings" in s:
-            out["first_step_accuracy"] = {
+        figures = FIGURES.get(part_kind(step.summary))
+        if figures is not None:
+            for name, value in figures(step.summary).items():
+                out.setdefault(name, value)
+    return out
+
+
+def inspection_figures(s: dict[str, Any]) -> dict[str, Any]:
+    return {"verdicts": s["verdicts"], "verdict_line": s.get("verdict_line"),
+            "layout": s.get("layout"), "format": s.get("format"),
+            "unchecked": [u.get("what") for u in s.get("unchecked") or []],
+            "evidence": s.get("evidence"),
+            "aux_layers": {p: {"captured": e.get("aux_captured"), "trained": e.get("aux_trained"),
+                               "source": e.get("aux_source")}
+                           for p, e in (s.get("engines") or {}).items()}}
+
+
+def vocab_figures(s: dict[str, Any]) -> dict[str, Any]:
+    return {"d2t": {"format": s.get("format"), "valid": s.get("valid"), "codes": s.get("codes"),
+                    "coverage": s.get("coverage")}}
+
+
+def hidden_state_figures(s: dict[str, Any]) -> dict[str, Any]:
+    return {"first_step_accuracy": {
                 r["wiring"]["name"]: {"accuracy": r.get("accuracy"), "width": r.get("width"),
                                       "fc_applied": r.get("fc_applied"), "error": r.get("error"),
                                       "unmeasured": r.get("unmeasured")}
-                for r in s["wirings"]}
-            out["first_step_reference"] = s.get("reference") or "the target's greedy tokens"
-        if "headline" in s or "what_if" in s:
-            out["acceptance"] = acceptance_figures(s)
-    return out
+                for r in s.get("wirings") or []},
+            "first_step_reference": s.get("reference") or "the target's greedy tokens"}
 
 
 def acceptance_figures(s: dict[str, Any]) -> dict[str, Any]:
@@ -159,6 +168,13 @@ def acceptance_figures(s: dict[str, Any]) -> dict[str, Any]:
                                                             "vs_trained", "consistent", "error")}
                         for r in rows},
             "teacher_forced": s.get("teacher_forced")}
+
+
+# The front page's figures per summary kind (findings.SUMMARY_KINDS); "data" has none there.
+FIGURES = {"triage": lambda s: {**inspection_figures(s), "ab_plan": s.get("ab_plan") or []},
+           "inspection": inspection_figures,
+           "vocab": vocab_figures, "hidden_states": hidden_state_figures,
+           "acceptance": lambda s: {"acceptance": acceptance_figures(s)}}
 
 
 def overall_verdict(findings: list[dict], steps: list[Step], figures: dict) -> dict[str, Any]:

@@ -2,7 +2,13 @@
 weights) or `--train` (tokenizer, tiny target and draft trained from scratch). Nothing in the kit
 imports this package; the tests and the Makefile run it.
 
-    build.py        the sample drafts (good and broken), their expectations, the writer
+    build.py        the fast build: drafts/, their manifest and README, then the rest below
+    weights.py      the drafts' dimensions and weights (seeded draws or the trained draft)
+    configs.py      the target's and the drafts' config.json
+    variants.py     the sample drafts, good and broken, with what each engine does with them
+    writers.py      JSON and safetensors writers whose bytes depend only on the content
+    dumps.py        hidden-state dumps of the target, speculators and SpecForge formats
+    training_data.py  data_samples/training/: training sets, good and broken
     training.py     the tokenizer and the tiny target (recipes, held-out prompts)
     train_draft.py  the draft, trained with training-time test on the target's hidden states
     separation.py   does `trained` beat the wrong wirings the demo shows (recorded after training)
@@ -18,14 +24,16 @@ from typing import Any
 from safetensors.torch import save_file
 
 from eagle3_nb.config import parse_config
-from eagle3_nb.samples.build import (BF16, DEFAULT_AUX_IDS, DEFAULT_OUT, DRAFT_CURVES,
-                                     TRAINED_DRAFT, VARIANTS, build_samples, flat_config,
-                                     write_json)
+from eagle3_nb.samples.build import DEFAULT_OUT, build_samples
+from eagle3_nb.samples.configs import flat_config
 from eagle3_nb.samples.separation import format_table, measure_separation
 from eagle3_nb.samples.training_data import write_answers
 from eagle3_nb.samples.train_draft import DraftRecipe, train_draft
 from eagle3_nb.samples.training import (EVAL_PROMPTS, TRAIN_FILES, as_tokenizer, cpu_threads,
                                         stdlib_texts, token_stream, train_samples)
+from eagle3_nb.samples.variants import VARIANTS
+from eagle3_nb.samples.weights import BF16, DEFAULT_AUX_IDS, DRAFT_CURVES, TRAINED_DRAFT
+from eagle3_nb.samples.writers import write_json
 from eagle3_nb.target import TargetModel
 
 

@@ -39,7 +39,8 @@ import torch
 
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.defaults import DEFAULT_N_SAMPLES
-from eagle3_nb.samples.build import target_config, write_json
+from eagle3_nb.samples.configs import target_config
+from eagle3_nb.samples.writers import write_json
 
 SEED = 20250601
 EOT = "<|endoftext|>"

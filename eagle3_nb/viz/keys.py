@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from eagle3_nb.findings import CODES, SEVERITY_ORDER
-from eagle3_nb.findings import engine_codes
+from eagle3_nb.findings import engine_codes, group_findings
 from eagle3_nb.viz.html import (AMBER, BLUE, GREEN, GREY, MUTED, RED, SEVERITY_COLORS,
                                 SOLID_DARK_RED, SOLID_GREEN, SOLID_RED, HTMLString, badge, cell,
                                 code, esc, fmt_num, fmt_shape, muted, note, panel, show, style,
                                 table)
-from eagle3_nb.viz.text import VERDICT_TEXT, group_findings
+from eagle3_nb.viz.text import VERDICT_TEXT
 
 VERDICT_COLORS = {"ok": SOLID_GREEN, "silent_failure": SOLID_RED, "load_error": SOLID_DARK_RED}
 VERDICT_HELP = {
@@ -122,10 +122,11 @@ def findings_html(data: dict[str, Any], engine: str | None = None, show_info: bo
         _profiles(data, engine)
         findings = [f for f in findings if f["engine"] in (None, engine)]
     counts = {s: sum(f["severity"] == s for f in findings) for s in SEVERITY_ORDER}
-    groups = sorted(group_findings(findings).items(), key=lambda kv: SEVERITY_ORDER[kv[0][1]])
+    groups = sorted(group_findings(findings), key=lambda g: SEVERITY_ORDER[g["severity"]])
     n_engines = len(data.get("engines", [])) if engine in (None, "all") else 1
     rows = []
-    for (fcode, severity, message), engines in groups:
+    for g in groups:
+        fcode, severity, message, engines = g["code"], g["severity"], g["message"], g["engines"]
         if severity == "info" and not show_info:
             continue
         colors = SEVERITY_COLORS[severity]

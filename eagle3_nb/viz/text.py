@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from eagle3_nb.findings import evidence_line
+from eagle3_nb.findings import evidence_line, group_findings
 
 VERDICT_TEXT = {"ok": "ok", "silent_failure": "SILENT FAILURE", "load_error": "LOAD ERROR"}
 SEVERITY_TEXT = {"error": "ERROR", "warning": "warn", "info": "info"}
@@ -39,7 +39,7 @@ def _log_line(log: dict[str, Any] | None) -> list[str]:
 
 def log_text(data: dict[str, Any], width: int = 110) -> str:
     """`eagle3-nb log`: what the engine's log says, errors first, then what it shows."""
-    lines = [f"log: {data['read']}"]
+    lines = [f"log: {data['read']}"] + evidence_lines(data.get("had"))
     who = data["engine"] or "no engine recognised"
     lines.append(f"  engine: {who}; release: {data['version'] or 'unknown'} "
                  f"({data['version_source']})")
@@ -123,17 +123,15 @@ def _findings(data: dict[str, Any], width: int, show_info: bool) -> list[str]:
     counts = {s: sum(f["severity"] == s for f in data["findings"]) for s in SEVERITY_TEXT}
     out = [f"FINDINGS: {counts['error']} error(s), {counts['warning']} warning(s), "
            f"{counts['info']} info (identical findings of several engines shown once)"]
-    members: dict[tuple, list] = {}
-    for f in data["findings"]:
-        members.setdefault((f["code"], f["severity"], f["message"]), []).append(f)
-    for key, engines in group_findings(data["findings"]).items():
-        code, severity, message = key
-        if severity == "info" and not show_info:
+    for g in group_findings(data["findings"]):
+        if g["severity"] == "info" and not show_info:
             continue
+        engines = g["engines"]
         who = "all" if engines == [None] else _engine_list(engines, len(data["engines"]))
-        out.extend(textwrap.wrap(f"{SEVERITY_TEXT[severity]:5} {code:<20} {who}: {message}",
-                                 width, initial_indent="  ", subsequent_indent=" " * 29))
-        out.extend(advice_lines(members[key], width, 29))
+        out.extend(textwrap.wrap(f"{SEVERITY_TEXT[g['severity']]:5} {g['code']:<20} {who}: "
+                                 f"{g['message']}", width, initial_indent="  ",
+                                 subsequent_indent=" " * 29))
+        out.extend(advice_lines(g["members"], width, 29))
     return out
 
 
@@ -149,14 +147,6 @@ def advice_lines(findings: dict[str, Any] | list[dict[str, Any]], width: int = 1
                         subsequent_indent=pad + "      ") if step else []
     commands = dict.fromkeys(f["command"] for f in group if f.get("command"))
     return out + [f"{pad}  $ {c}" for c in commands]  # never wrapped: copied as they stand
-
-
-def group_findings(findings: list[dict[str, Any]]) -> dict[tuple[str, str, str], list]:
-    """(code, severity, message) -> the engines it holds for, in first-seen order."""
-    groups: dict[tuple[str, str, str], list] = {}
-    for f in findings:
-        groups.setdefault((f["code"], f["severity"], f["message"]), []).append(f["engine"])
-    return groups
 
 
 def _engine_list(engines: list[str], n_total: int) -> str:

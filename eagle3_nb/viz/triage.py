@@ -75,6 +75,18 @@ def engine_flags_html(rows: list[dict[str, str]], display: bool = False) -> HTML
                 display)
 
 
+def ab_plan_html(rows: list[dict[str, str]], display: bool = False) -> HTMLString:
+    """`triage.crash_ab_plan` rows: for a crash no signature explains, the settings to change
+    one at a time, each with what it rules out when the crash goes away."""
+    trs = [[cell(str(i), nowrap=True), cell(code(r["setting"])), cell(esc(r["rules_out"])),
+            cell(muted(r["releases"]))] for i, r in enumerate(rows, 1)]
+    body = (table(["#", "change only this", "if the crash goes away, it was", "flag read in"], trs)
+            if trs else muted("no unexplained crash in the log (or no log given)"))
+    return show(panel("A/B plan for the crash in the log", body,
+                      "no signature explains it: change one setting at a time, most telling "
+                      "first"), display)
+
+
 # ----------------------------------------------------------------------------- index.html
 
 def index_html(summary: dict[str, Any], groups: list[dict[str, Any]]) -> str:
@@ -82,8 +94,8 @@ def index_html(summary: dict[str, Any], groups: list[dict[str, Any]]) -> str:
     report's summary.json, `groups` its findings grouped by `triage.group_findings`."""
     title = f"EAGLE-3 triage: {summary.get('checkpoint', '')}"
     sections = [_verdict_section(summary), _notebooks_section(summary),
-                _findings_section(summary, groups), _figures_section(summary),
-                _provenance_section(summary)]
+                _findings_section(summary, groups), _ab_plan_section(summary),
+                _figures_section(summary), _provenance_section(summary)]
     body_css = style(font_family=FONT, color=TEXT, background="#ffffff", margin="16px auto",
                      max_width="1200px", padding="0 16px")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -159,6 +171,11 @@ def _findings_section(s: dict[str, Any], groups: list[dict[str, Any]]) -> str:
     body = (table(["severity", "code", "where", "what it is", "what to do", "found by"], rows)
             if rows else muted("no findings"))
     return _section("findings", panel("Findings, errors first", body))
+
+
+def _ab_plan_section(s: dict[str, Any]) -> str:
+    rows = (s.get("key_figures") or {}).get("ab_plan") or []
+    return _section("ab-plan", ab_plan_html(rows)) if rows else ""
 
 
 def _figures_section(s: dict[str, Any]) -> str:

@@ -1,5 +1,7 @@
 """Notebook 02's views: is the vocabulary mapping right? Pure functions: the `check_vocab` dict
 (`eagle3-nb vocab --json`) and/or a `VocabMapping` in, HTML string or plotly figure out.
+This module holds the verdict, the entries table, the engines and coverage panels; the figure is
+in vocab_figure, the lookup in vocab_lookup, the shared cells in vocab_cells.
 
 The rule they follow is the kit's: prove the table right or wrong from what the checkpoint holds,
 never guess. Evidence comes first and is worded so a person can check it against the tensors
@@ -13,30 +15,26 @@ stored by mistake would mean.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 
-from eagle3_nb.findings import (ABSOLUTE, AMBIGUOUS, ARANGE_SUBTRACTED, CODES, IDENTITY, INVALID, LOW_COVERAGE,
-                                MISSING, OFFSET)
-from eagle3_nb.viz.html import (AMBER, BLUE, BORDER, GREEN, MONO, MUTED, RED, SEVERITY_COLORS,
-                                SOLID_GREEN, SOLID_RED, HTMLString, badge, cell, code, esc,
-                                evidence_note, fmt_num, muted, note, panel, show, style, table)
+from eagle3_nb.findings import (ABSOLUTE, AMBIGUOUS, ARANGE_SUBTRACTED, CODES, IDENTITY, INVALID,
+                                LOW_COVERAGE, MISSING, OFFSET)
+from eagle3_nb.viz.html import (AMBER, BORDER, GREEN, MUTED, RED, SEVERITY_COLORS, SOLID_GREEN,
+                                SOLID_RED, HTMLString, badge, cell, code, esc, evidence_note,
+                                fmt_num, muted, note, panel, show, style, table)
+from eagle3_nb.viz.vocab_cells import (FORMAT_TEXT, draft_record, mono, reading_cell, section,
+                                       token_cell, token_of, yes_no)
+from eagle3_nb.viz.vocab_figure import MAX_POINTS, mapping_figure
+from eagle3_nb.viz.vocab_lookup import MAX_LOOKUP_IDS, lookup, lookup_html
 
-MAX_POINTS = 5000        # points per figure trace before downsampling
+__all__ = ["FORMAT_HELP", "FORMAT_TEXT", "MAX_LOOKUP_IDS", "MAX_POINTS", "MAX_ROWS", "WHAT_TO_DO",
+           "coverage_html", "engines_html", "entries_table_html", "leading_zeros", "lookup",
+           "lookup_html", "mapping_figure", "spot_checks", "verdict_html"]
+
 MAX_ROWS = 40            # suspicious rows in the entries table
-MAX_LOOKUP_IDS = 12      # draft ids / tokens listed in one lookup answer
 
-FORMAT_TEXT = {
-    OFFSET: "OFFSETS",
-    ABSOLUTE: "ABSOLUTE IDS",
-    MISSING: "MISSING",
-    IDENTITY: "IDENTITY",
-    AMBIGUOUS: "AMBIGUOUS",
-    INVALID: "INVALID",
-    ARANGE_SUBTRACTED: "OFFSETS MINUS ARANGE",
-}
 FORMAT_HELP = {
     OFFSET: "d2t holds offsets: target_id = draft_id + d2t[draft_id], which is what every engine "
             "computes",
@@ -87,7 +85,7 @@ def spot_checks(mapping, n_extra: int = 2) -> list[dict[str, Any]]:
         if i in seen:
             continue
         seen.add(i)
-        out.append(_draft_record(t, i, None))
+        out.append(draft_record(t, i, None))
     return sorted(out, key=lambda r: r["draft_id"])
 
 
@@ -118,7 +116,7 @@ def verdict_html(data: dict[str, Any], mapping=None, display: bool = False) -> H
     ev = [f"<li>{esc(e)}</li>" for e in data.get("evidence", [])]
     ev += [f'<li style="{style(color=RED[0])}">problem: {esc(p)}</li>'
            for p in data.get("problems", [])]
-    body = head + meaning + _section("Evidence (checkable against the tensors)") + (
+    body = head + meaning + section("Evidence (checkable against the tensors)") + (
         f'<ul style="{style(margin="2px 0 6px 0", padding_left="20px")}">{"".join(ev)}</ul>'
         if ev else muted("no evidence recorded"))
     if mapping is not None:
@@ -128,7 +126,7 @@ def verdict_html(data: dict[str, Any], mapping=None, display: bool = False) -> H
         todo = ("The engines compute what the table says, but the problems above remain: t2d "
                 "(used in training to mask targets) disagrees with d2t. Check that both came "
                 "from the same vocab cache before trusting either; change nothing on a guess.")
-    body += _section("What to do") + f"<div>{todo}</div>"
+    body += section("What to do") + f"<div>{todo}</div>"
     findings = data.get("findings", [])
     if findings:
         rows = [([cell(badge(f["severity"].upper() if f["severity"] == "error" else f["severity"],
@@ -137,15 +135,11 @@ def verdict_html(data: dict[str, Any], mapping=None, display: bool = False) -> H
                   cell(esc(f["message"]))],
                  SEVERITY_COLORS[f["severity"]][1] if f["severity"] == "error" else None)
                 for f in findings]
-        body += _section("Findings") + table(["severity", "code", "what it means"], rows)
+        body += section("Findings") + table(["severity", "code", "what it means"], rows)
     sub = (f"{code(data.get('checkpoint'))} · draft vocab {fmt_num(data.get('draft_vocab_size'))}"
            f" → target vocab {fmt_num(data.get('target_vocab_size'))}")
     return show(evidence_note(data.get("had"))
                 + panel("Vocabulary mapping (d2t / t2d): the verdict", body, sub), display)
-
-
-def _section(title: str) -> str:
-    return (f'<div style="{style(font_weight="600", margin="8px 0 2px 0")}">{esc(title)}</div>')
 
 
 def _zeros_note(mapping) -> str:
@@ -171,10 +165,10 @@ def _spot_table(mapping) -> str:
     rows = []
     for r in recs:
         rows.append([cell(esc(r["draft_id"]), align="right"),
-                     cell(_mono("–" if r["d2t"] is None else r["d2t"]), align="right"),
-                     _reading_cell(t, r["offsets"], None if r["d2t"] is None
+                     cell(mono("–" if r["d2t"] is None else r["d2t"]), align="right"),
+                     reading_cell(t, r["offsets"], None if r["d2t"] is None
                                    else f"{r['draft_id']} + {r['d2t']}", verbose=True),
-                     _reading_cell(t, r["absolute"], None, verbose=True)
+                     reading_cell(t, r["absolute"], None, verbose=True)
                      if t.d2t is not None else None])
     rows = [[c for c in row if c is not None] for row in rows]
     heads = ["draft id i", "d2t[i]", "i + d2t[i] (offsets: engines)" if t.d2t is not None
@@ -185,165 +179,8 @@ def _spot_table(mapping) -> str:
                "id exists. A right table gives t2d[x] = True for every draft id."
                if t.t2d is not None else
                "No t2d in the checkpoint: nothing records which target ids training kept.")
-    return (_section("Spot checks: read d2t and t2d from the checkpoint and compare")
+    return (section("Spot checks: read d2t and t2d from the checkpoint and compare")
             + table(heads, rows) + note(esc(explain)))
-
-
-def _mono(value: Any) -> str:
-    return f'<span style="{style(font_family=MONO, font_size="12px")}">{esc(value)}</span>'
-
-
-def _status(t, target: int | None) -> tuple[str, tuple[str, str] | None]:
-    """(checkable text, colours): outside the vocab (red), t2d[x] False (amber), True (none)."""
-    if target is None:
-        return "", None
-    if not 0 <= target < t.Vt:
-        return f"outside [0, {t.Vt})", RED
-    if t.t2d is None:
-        return "", None
-    return (f"t2d[{target}] = True", None) if t.t2d[target] else (f"t2d[{target}] = False", AMBER)
-
-
-def _reading_cell(t, rec: dict[str, Any] | None, formula: str | None,
-                  verbose: bool = False, dim: bool = False) -> str:
-    """A target id (red when it does not exist, amber when t2d does not mark it), with its
-    token; `verbose` spells out the t2d entry so a person can check it; `dim` greys out a
-    reading the evidence has ruled out."""
-    if rec is None:
-        return cell(muted("–"))
-    label, colors = _status(t, rec["target_id"])
-    text = _mono(rec["target_id"]) if formula is None else (
-        f'{_mono(formula)} = <b>{_mono(rec["target_id"])}</b>')
-    if label and (verbose or colors is RED):
-        text += f' <span style="{style(font_size="11.5px")}">· {esc(label)}</span>'
-    if rec.get("token") is not None:
-        text += "<br>" + _token(rec["token"])
-    return cell(text, nowrap=True, colors=colors,
-                extra="opacity:0.55" if dim and colors is None else "")
-
-
-def _yes_no(t, rec: dict[str, Any] | None) -> str:
-    if rec is None or t.t2d is None:
-        return "–"
-    if not rec["in_range"]:
-        return "out of range"
-    return "yes" if rec["in_t2d"] else "NO"
-
-
-def _token(tok: str | None) -> str:
-    if tok is None:
-        return muted("–")
-    css = style(font_family=MONO, font_size="12px", color=BLUE[0])
-    return f'<code style="{css}">{esc(repr(tok))}</code>'
-
-
-# ----------------------------------------------------------------------------- figure
-
-def mapping_figure(mapping, max_points: int = MAX_POINTS):
-    """Plotly, two rows sharing the draft-id axis: above, draft id -> target id as the engines
-    compute it (offsets), the absolute reading when it is a real candidate (hidden behind its
-    legend entry otherwise), nonzero(t2d) (the ids training kept), out-of-range and repeated ids
-    marked, the target vocab boundary drawn; below, the stored d2t. Over `max_points` draft ids,
-    evenly spaced ones are plotted plus every marked one (up to `max_points` per kind and
-    reading), so a 32000-entry table stays a few hundred kB of HTML."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    t = mapping.tables()
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.07,
-                        row_heights=[0.64, 0.36],
-                        subplot_titles=("target id per draft id", "stored d2t[i]"))
-    if not t.usable:
-        fig.add_annotation(text="d2t is not a usable table: " + esc("; ".join(t.problems)),
-                           showarrow=False, xref="paper", yref="paper", x=0.5, y=0.8)
-        fig.update_layout(template="plotly_white", height=420, title="d2t / t2d mapping")
-        return fig
-    readings = [("offsets", t.offsets)] + ([("absolute", t.absolute)] if t.absolute_is_candidate
-                                           else [])
-    out_x, out_y, dup_x, dup_y = [], [], [], []  # marked points: out of range, repeated
-    for _, ids in readings:
-        bad = np.flatnonzero(~t.in_range(ids))[:max_points]
-        out_x += bad.tolist()
-        out_y += ids[bad].tolist()
-        dups = list(t.duplicates(ids))[:max_points]
-        dup_x += dups
-        dup_y += ids[dups].tolist()
-    idx = _sample(t.Vd, max_points, np.array(out_x + dup_x, dtype=np.int64))
-    x = idx.astype(np.int32)
-    d2t_at = t.d2t[idx] if t.d2t is not None else np.zeros(len(idx), np.int64)
-    if t.kept is not None:
-        k = np.arange(len(t.kept))
-        kidx = _sample(len(k), max_points, np.array([], np.int64))
-        fig.add_trace(go.Scatter(
-            x=kidx.astype(np.int32), y=t.kept[kidx].astype(np.int64), mode="lines",
-            name="nonzero(t2d)[i]: the ids training kept", line=dict(color="#98a2b3", width=6),
-            opacity=0.55, hovertemplate="i %{x}<br>nonzero(t2d)[i] %{y}<extra>t2d</extra>"),
-            row=1, col=1)
-    off_name = ("i + d2t[i] (offsets): what engines compute" if t.d2t is not None
-                else "no d2t: engines use target id = draft id")
-    fig.add_trace(go.Scatter(
-        x=x, y=t.offsets[idx].astype(np.int64), mode="markers", name=off_name,
-        marker=dict(color="#2e90fa", size=4 if len(idx) <= 2000 else 3),
-        customdata=d2t_at.astype(np.int64),
-        hovertemplate="draft id %{x}<br>d2t %{customdata}<br>target (offsets) %{y}"
-                      "<extra>offsets</extra>"), row=1, col=1)
-    if t.absolute is not None and t.format != IDENTITY:
-        fig.add_trace(go.Scatter(
-            x=x, y=t.absolute[idx].astype(np.int64), mode="markers",
-            name="d2t[i] (absolute reading)",
-            marker=dict(color="#7a5af8", size=4, symbol="circle-open"),
-            visible=True if t.absolute_is_candidate else "legendonly",
-            hovertemplate="draft id %{x}<br>target (absolute) %{y}<extra>absolute</extra>"),
-            row=1, col=1)
-    if out_x:
-        fig.add_trace(go.Scatter(x=out_x, y=out_y, mode="markers",
-                                 name=f"outside [0, {t.Vt}): no such target id",
-                                 marker=dict(color=RED[0], size=8, symbol="x"),
-                                 hovertemplate="draft id %{x}<br>target %{y}: out of range"
-                                               "<extra></extra>"), row=1, col=1)
-    if dup_x:
-        fig.add_trace(go.Scatter(x=dup_x, y=dup_y, mode="markers",
-                                 name="repeated target id", marker=dict(
-                                     color="#dc6803", size=8, symbol="diamond-open"),
-                                 hovertemplate="draft id %{x}<br>target %{y}: repeated"
-                                               "<extra></extra>"), row=1, col=1)
-    fig.add_hline(y=t.Vt, line=dict(color=RED[0], dash="dash", width=1), row=1, col=1,
-                  annotation_text=f"target vocab size {t.Vt}: ids from here on do not exist",
-                  annotation_position="top left", annotation_font=dict(color=RED[0], size=11))
-    if t.d2t is not None:
-        fig.add_trace(go.Scatter(x=x, y=d2t_at.astype(np.int64), mode="markers", name="d2t[i]",
-                                 marker=dict(color="#475467", size=3), showlegend=False,
-                                 hovertemplate="draft id %{x}<br>d2t %{y}<extra>d2t</extra>"),
-                      row=2, col=1)
-        fig.add_hline(y=0, line=dict(color="#98a2b3", width=1), row=2, col=1)
-    else:
-        fig.add_trace(go.Scatter(x=[0, t.Vd - 1], y=[0, 0], mode="lines", showlegend=False,
-                                 name="no d2t", line=dict(color="#98a2b3", dash="dot"),
-                                 hoverinfo="skip"), row=2, col=1)
-        lo, hi = fig.layout.yaxis2.domain
-        fig.add_annotation(text="no d2t stored in the checkpoint: engines behave as if every "
-                           "offset were 0", showarrow=False, xref="paper", yref="paper",
-                           x=0.5, y=(lo + hi) / 2 + 0.05, font=dict(color=RED[0], size=13))
-    shown = (f"all {t.Vd} draft ids" if len(idx) == t.Vd else
-             f"{len(idx)} of {t.Vd} draft ids (evenly spaced, plus the marked ones)")
-    fig.update_layout(
-        title=dict(text=f"d2t / t2d: {esc(FORMAT_TEXT.get(t.format, t.format))}; {shown}",
-                   font=dict(size=14)),
-        template="plotly_white", height=640, margin=dict(t=110, b=50, l=70, r=20),
-        legend=dict(orientation="h", yanchor="bottom", y=1.06, xanchor="left", x=0,
-                    font=dict(size=11)),
-        hovermode="closest")
-    fig.update_yaxes(title_text="target id", row=1, col=1, rangemode="tozero")
-    fig.update_yaxes(title_text="d2t[i]", row=2, col=1)
-    fig.update_xaxes(title_text="draft id i", row=2, col=1)
-    return fig
-
-
-def _sample(n: int, max_points: int, extra: np.ndarray) -> np.ndarray:
-    if n <= max_points:
-        return np.arange(n, dtype=np.int64)
-    base = np.unique(np.linspace(0, n - 1, max_points).round().astype(np.int64))
-    return np.union1d(base, extra[(extra >= 0) & (extra < n)]).astype(np.int64)
 
 
 # ----------------------------------------------------------------------------- entries
@@ -386,21 +223,21 @@ def entries_table_html(mapping, tokenizer=None, n_first: int = 12, max_rows: int
         if i > prev + 1:
             rows.append([_gap_cell(i - prev - 1, len(heads))])
         prev = i
-        rec = _draft_record(t, i, tokenizer)
-        cells = [cell(_mono(i), align="right"),
-                 cell(_mono("–" if rec["d2t"] is None else rec["d2t"]), align="right"),
-                 _reading_cell(t, rec["offsets"], None)]
+        rec = draft_record(t, i, tokenizer)
+        cells = [cell(mono(i), align="right"),
+                 cell(mono("–" if rec["d2t"] is None else rec["d2t"]), align="right"),
+                 reading_cell(t, rec["offsets"], None)]
         if has_abs:
-            cells.append(_reading_cell(t, rec["absolute"], None,
+            cells.append(reading_cell(t, rec["absolute"], None,
                                        dim=t.format in (OFFSET, IDENTITY)))
         if t.t2d is not None:
-            yn = [_yes_no(t, rec["offsets"])] + ([_yes_no(t, rec["absolute"])] if has_abs else [])
+            yn = [yes_no(t, rec["offsets"])] + ([yes_no(t, rec["absolute"])] if has_abs else [])
             cells.append(cell(esc(" / ".join(yn)), nowrap=True))
         if t.kept is not None:
             kept = rec["kept"]
-            cells.append(cell(_mono("–" if kept is None else kept) + (
-                "<br>" + _token(_tok(tokenizer, kept)) if tokenizer is not None and kept is not None
-                else ""), nowrap=True))
+            cells.append(cell(mono("–" if kept is None else kept) + (
+                "<br>" + token_cell(token_of(tokenizer, kept))
+                if tokenizer is not None and kept is not None else ""), nowrap=True))
         why = sus.get(i, [])
         label = "; ".join(why) if why else ("first entries" if i < n_first else "last entry")
         worst = _worst(why)
@@ -431,32 +268,6 @@ def _worst(reasons: list[str]) -> tuple[str, str] | None:
     if any("outside" in r or "repeats" in r for r in reasons):
         return RED
     return AMBER
-
-
-def _tok(tokenizer, tid: int | None) -> str | None:
-    if tokenizer is None or tid is None:
-        return None
-    try:
-        return tokenizer.id_to_token(int(tid))
-    except (OverflowError, ValueError, TypeError):
-        return None
-
-
-def _draft_record(t, i: int, tokenizer) -> dict[str, Any]:
-    def reading(ids):
-        if ids is None:
-            return None
-        target = int(ids[i])
-        ok = 0 <= target < t.Vt
-        return {"target_id": target, "in_range": ok,
-                "in_t2d": None if t.t2d is None or not ok else bool(t.t2d[target]),
-                "token": _tok(tokenizer, target) if ok else None}
-
-    return {"draft_id": i, "d2t": None if t.d2t is None else int(t.d2t[i]),
-            "offsets": reading(t.offsets), "absolute": reading(t.absolute),
-            "engines": int(t.offsets[i]),
-            "intended": None if t.intended is None else int(t.intended[i]),
-            "kept": int(t.kept[i]) if t.kept is not None and i < len(t.kept) else None}
 
 
 # ----------------------------------------------------------------------------- engines
@@ -543,143 +354,3 @@ def _bar(v: float, width: int = 240) -> str:
                  width="1px", height="14px", background=MUTED)
     return (f'<span style="{outer}" title="{v:.1%}"><span style="{inner}"></span>'
             f'<span style="{mark}"></span></span>')
-
-
-# ----------------------------------------------------------------------------- lookup
-
-_PREFIXED = re.compile(r"^\s*(d|draft|t|target)\s*[:= ]\s*(-?\d+)\s*$", re.IGNORECASE)
-_NUMBER = re.compile(r"^\s*-?\d+\s*$")
-
-
-def lookup(mapping, query: Any, tokenizer=None) -> dict[str, Any]:
-    """Look up a draft id, a target id or a token string.
-
-    `query`: an int or a bare number (tried as a draft id and as a target id), `d:12` /
-    `draft 12` (draft id only), `t:1786` / `target 1786` (target id only), or a token string
-    (needs a tokenizer; quote it, e.g. `'42'`, to look up a token that is a number).
-
-    Returns {"query", "draft": record | None, "targets": [record, ...], "notes": [...]}.
-    A draft record: d2t, the target under each reading ("offsets", "absolute") with in range /
-    in t2d / token, what the engines compute and what the trainer meant. A target record: its
-    token, in t2d, and the draft ids that map to it under each reading."""
-    t = mapping.tables()
-    q = str(query).strip() if not isinstance(query, (int, np.integer)) else str(int(query))
-    out: dict[str, Any] = {"query": q, "draft": None, "targets": [], "notes": []}
-    if not t.usable:
-        out["notes"].append("d2t is not a usable table: " + "; ".join(t.problems))
-        return out
-    if not q:
-        out["notes"].append("empty query: type a draft id (d:12), a target id (t:1786), a number "
-                            "(both) or a token string")
-        return out
-    m = _PREFIXED.match(q)
-    draft_id = target_id = None
-    tokens: list[int] = []
-    if m:
-        n = int(m.group(2))
-        draft_id, target_id = (n, None) if m.group(1)[0].lower() == "d" else (None, n)
-    elif _NUMBER.match(q):
-        draft_id = target_id = int(q)
-    else:
-        tokens = _token_ids(tokenizer, q, out["notes"])
-    if draft_id is not None:
-        if 0 <= draft_id < t.Vd:
-            out["draft"] = _draft_record(t, draft_id, tokenizer)
-        else:
-            out["notes"].append(f"{draft_id} is not a draft id (draft ids are 0..{t.Vd - 1})")
-    if target_id is not None:
-        tokens = [target_id]
-    for tid in tokens[:MAX_LOOKUP_IDS]:
-        if 0 <= tid < t.Vt:
-            out["targets"].append(_target_record(t, tid, tokenizer))
-        else:
-            out["notes"].append(f"{tid} is not a target id (target ids are 0..{t.Vt - 1})")
-    if len(tokens) > MAX_LOOKUP_IDS:
-        out["notes"].append(f"only the first {MAX_LOOKUP_IDS} of {len(tokens)} tokens looked up")
-    return out
-
-
-def _token_ids(tokenizer, q: str, notes: list[str]) -> list[int]:
-    if len(q) >= 2 and q[0] == q[-1] and q[0] in "'\"":
-        q = q[1:-1]
-    if tokenizer is None:
-        notes.append("a token string needs a tokenizer (pass tokenizer=...): without one, look "
-                     "up ids")
-        return []
-    tid = tokenizer.token_to_id(q)
-    if tid is not None:
-        return [int(tid)]
-    ids = tokenizer.encode(q, add_special_tokens=False).ids
-    if not ids:
-        notes.append(f"{q!r} is no token of this tokenizer and encodes to nothing")
-    else:
-        notes.append(f"{q!r} is not one vocabulary entry; it encodes to {len(ids)} token(s): "
-                     f"{[int(i) for i in ids][:MAX_LOOKUP_IDS]}")
-    return [int(i) for i in ids]
-
-
-def _target_record(t, tid: int, tokenizer) -> dict[str, Any]:
-    def drafts(ids):
-        return None if ids is None else np.flatnonzero(ids == tid)[:MAX_LOOKUP_IDS].tolist()
-
-    return {"target_id": tid, "token": _tok(tokenizer, tid),
-            "in_t2d": None if t.t2d is None else bool(t.t2d[tid]),
-            "draft_ids": {"offsets": drafts(t.offsets), "absolute": drafts(t.absolute)},
-            "engines": drafts(t.offsets), "intended": drafts(t.intended)}
-
-
-def lookup_html(mapping, query: Any, tokenizer=None, display: bool = False) -> HTMLString:
-    """`lookup` as a small HTML answer (see `lookup` for the query forms)."""
-    t = mapping.tables()
-    res = lookup(mapping, query, tokenizer)
-    parts = []
-    d = res["draft"]
-    if d is not None:
-        verdict = ""
-        if d["intended"] is not None:
-            verdict = (badge("engines compute what the trainer meant", GREEN)
-                       if d["engines"] == d["intended"]
-                       else badge(f"engines compute {d['engines']}, the trainer meant "
-                                  f"{d['intended']}", RED))
-        elif t.format == AMBIGUOUS:
-            verdict = badge("undecided: which reading gives the token you expect?", AMBER)
-        elif t.format == MISSING:
-            verdict = badge("no d2t: engines use the draft id as the target id", RED)
-        rows = [[cell(esc("as offsets: i + d2t[i] (engines)") if t.d2t is not None
-                      else esc("no d2t: engines use i"), nowrap=True),
-                 _reading_cell(t, d["offsets"], f"{d['draft_id']} + {d['d2t']}"
-                               if t.d2t is not None else None)]]
-        if d["absolute"] is not None:
-            rows.append([cell(esc("as absolute: d2t[i]"), nowrap=True),
-                         _reading_cell(t, d["absolute"], None)])
-        if d["kept"] is not None:
-            rows.append([cell(esc("nonzero(t2d)[i]: kept by training"), nowrap=True),
-                         cell(_mono(d["kept"]) + (("<br>" + _token(_tok(tokenizer, d["kept"])))
-                                                  if tokenizer is not None else ""))])
-        parts.append(_section(f"draft id {d['draft_id']}"
-                              + ("" if d["d2t"] is None else f" (d2t = {d['d2t']})"))
-                     + table(None, rows) + verdict)
-    for r in res["targets"]:
-        rows = []
-        for name, label in (("offsets", "draft ids with i + d2t[i] = it (engines)"),
-                            ("absolute", "draft ids with d2t[i] = it (absolute reading)")):
-            ids = r["draft_ids"][name]
-            if ids is None:
-                continue
-            rows.append([cell(esc(label if t.d2t is not None or name != "offsets"
-                                  else "draft ids with i = it (no d2t)"), nowrap=True),
-                         cell(_mono(ids) if ids else muted("none: no draft id maps here"))])
-        if r["in_t2d"] is not None:
-            rows.append([cell(esc("in t2d (kept by training)"), nowrap=True),
-                         cell(badge("yes", GREEN) if r["in_t2d"] else badge("no", AMBER))])
-        if r["intended"] is not None:
-            rows.append([cell(esc("draft ids the trainer meant for it"), nowrap=True),
-                         cell(_mono(r["intended"]) if r["intended"] else muted("none"))])
-        tok = (" " + _token(r["token"])) if r["token"] is not None else ""
-        parts.append(f'<div style="{style(font_weight="600", margin="8px 0 2px 0")}">'
-                     f'target id {esc(r["target_id"])}{tok}</div>' + table(None, rows))
-    if res["notes"]:
-        parts.append("".join(note(esc(n)) for n in res["notes"]))
-    if not parts:
-        parts.append(muted("nothing found"))
-    return show(panel(f"Lookup: {esc(res['query'])}", "".join(parts)), display)

@@ -19,7 +19,7 @@ from eagle3_nb.checks.data.render import (ChatTemplate, has_think_marker, served
                                           specforge_mask, specforge_render, trainer_template)
 from eagle3_nb.checks.data.scan import Sample, Scan
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.findings import SUMMARY_VERSION, given, sort_findings
+from eagle3_nb.findings import SUMMARY_VERSION, given, sort_findings, summary_part
 from eagle3_nb.io.training_data import (TrainConfig, TrainingFiles, discover, iter_rows,
                                         newest_mtime, read_train_config)
 
@@ -53,10 +53,10 @@ def _template_source(chat_template, tok_path: Path | None) -> str | None:
 def _draft(draft) -> dict[str, Any] | None:
     if not draft:
         return None
-    from eagle3_nb.io.checkpoint import Checkpoint
+    from eagle3_nb.io.checkpoint import open_once
     from eagle3_nb.vocab import VocabMapping
 
-    ckpt = Checkpoint.open(draft)
+    ckpt = open_once(draft)
     cfg = ckpt.config
     return {"path": str(draft), "config": cfg, "mapping": VocabMapping.from_checkpoint(ckpt, cfg),
             "max_position_embeddings": cfg.max_position_embeddings.value}
@@ -334,12 +334,12 @@ def _skipped(scan: Scan, has_template: bool, trainer_name, files: TrainingFiles)
 
 def data_summary(data: dict[str, Any], notebook: str = "05_training_data") -> dict[str, Any]:
     """The notebook's summary.json: findings and the key numbers."""
-    return {"summary_version": SUMMARY_VERSION, "notebook": notebook, "kind": "data",
-            "path": data["path"], "stats": {k: data["stats"][k] for k in (
-                "rows", "token_rows", "supervised_tokens", "supervised_share", "empty_rows")},
-            "vocab": data["vocab"], "policy": data.get("policy"), "dumps": data.get("dumps"),
-            "findings": data["findings"],
-            "bounded_by_max_rows": data["bounded_by_max_rows"], "had": data.get("had")}
+    return summary_part("data", notebook, {
+        "path": data["path"], "stats": {k: data["stats"][k] for k in (
+            "rows", "token_rows", "supervised_tokens", "supervised_share", "empty_rows")},
+        "vocab": data["vocab"], "policy": data.get("policy"), "dumps": data.get("dumps"),
+        "findings": data["findings"],
+        "bounded_by_max_rows": data["bounded_by_max_rows"], "had": data.get("had")})
 
 
 def check_data_parameters(train_data: str, tokenizer: str = "", chat_template: str = "",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from eagle3_nb.checks.data.scan import Scan
 from eagle3_nb.findings import ERROR, INFO, WARNING, Finding
 

@@ -145,6 +145,8 @@ SIGNATURES = (
 # Flags read in the ServerArgs fields (server_args.py; from 0.5.16 also arg_groups/) of these
 # releases; SGLANG_ENABLE_SPEC_V2 is read in 0.5.9's server_args.py, and 0.5.16's
 # speculative_hook.py warns that it "has been removed".
+_SMALL_GRAPHS = ("graphs captured for large batches (memory at capture, buffer indexing at batch "
+                 "sizes the draft was never run at)")
 TOGGLES = (
     Toggle("--disable-cuda-graph", "CUDA-graph capture and replay: buffers sized from the "
            "wrong config (sglang#8163, #10106, #29464 were all graph-only)", "0.5.9", None, _READ),
@@ -153,8 +155,11 @@ TOGGLES = (
     Toggle("--speculative-draft-attention-backend triton", "the attention backend the draft "
            "inherits from the target (an MLA or hardware-specific one for a plain draft)",
            "0.5.9", None, _READ),
-    Toggle("--cuda-graph-max-bs 8", "graphs captured for large batches (memory at capture, "
-           "buffer indexing at batch sizes the draft was never run at)", "0.5.9", None, _READ),
+    # 0.5.23's parser has no --cuda-graph-max-bs, only --cuda-graph-max-bs-decode/-prefill
+    # (srt/arg_groups; asked of its ServerArgs.add_cli_args, tests/test_log.py); the release that
+    # renamed it was not read, so 0.5.17 to 0.5.22 are offered neither
+    Toggle("--cuda-graph-max-bs 8", _SMALL_GRAPHS, "0.5.9", "0.5.16", ("0.5.9", "0.5.16")),
+    Toggle("--cuda-graph-max-bs-decode 8", _SMALL_GRAPHS, "0.5.23", None, ("0.5.23",)),
     Toggle("--max-running-requests 1", "batching: one request at a time", "0.5.9", None, _READ),
     Toggle("SGLANG_ENABLE_SPEC_V2=0", "the overlap (spec v2) scheduler", "0.5.9", "0.5.9",
            ("0.5.9",)),

@@ -1,0 +1,44 @@
+"""The working state of one load plan, which the plan's steps (plan_startup, plan_weights,
+plan_aux, plan_bugs) share: the profile, the draft's config and shapes, the target, and the
+findings so far."""
+
+from __future__ import annotations
+
+from eagle3_nb.config import DraftConfig, TargetInfo
+from eagle3_nb.engines.load_plan import ParamSpec
+from eagle3_nb.engines.profile import EngineProfile
+from eagle3_nb.findings import Finding
+
+
+class PlanState:
+    """Working state of one plan; the steps' methods read like the engine's own startup sequence."""
+
+    def __init__(self, profile, cfg, shapes, target):
+        self.p: EngineProfile = profile
+        self.cfg: DraftConfig = cfg
+        self.shapes = shapes
+        self.target: TargetInfo | None = target
+        self.findings: list[Finding] = []
+        self.flags: dict[str, bool] = {}
+        self.params: dict[str, ParamSpec] = {}
+        self.filled: dict[str, set] = {}
+        self.final_boundary: bool = profile.last_layer_capturable
+
+    def add(self, code, severity, message, **evidence):
+        self.findings.append(Finding(code, severity, message, evidence, self.p.key))
+
+    def num_aux(self) -> int:
+        """How many aux states the engine builds fc for (A of fc's A*Ht inputs)."""
+        cfg = self.cfg
+        if self.p.fc_aux_count == "fixed_3":
+            return 3
+        if self.p.fc_aux_count == "eagle_config_then_top_level_ids_then_3":
+            ids = cfg.aux_layer_ids_nested or cfg.aux_layer_ids_top
+            return len(ids) if ids else 3
+        if cfg.num_aux_hidden_states.value:
+            return int(cfg.num_aux_hidden_states.value)
+        if cfg.aux_layer_ids_nested:
+            return len(cfg.aux_layer_ids_nested)
+        if cfg.layer_model_type in self.p.fc_aux_top_level_layer_types and cfg.aux_layer_ids_top:
+            return len(cfg.aux_layer_ids_top)
+        return 3
