@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_hostile.py
 	$(PY) benchmarks/bench_log.py
 	$(PY) benchmarks/bench_data.py
+	$(PY) benchmarks/bench_demo.py
 
 # Side environments for `eagle3-nb probe` under .cache/engines/ (on top of .venv, cached):
 # make engine-env ENGINE=sglang VERSION=0.5.23; about 35 s each with a warm pip cache.
