@@ -78,10 +78,12 @@ def test_report_refuses_before_writing_anything(capsys, past_the_target, tmp_pat
 def test_notebooks_03_and_04_entry_points_say_the_same(past_the_target):
     from eagle3_nb.checks.acceptance import check_acceptance
     from eagle3_nb.checks.hidden import check_hidden_states
+    from eagle3_nb.checks.options import AcceptanceOptions, HiddenStateOptions
 
-    for call in (lambda: check_hidden_states(past_the_target, TARGET, PROMPTS, n_samples=1),
-                 lambda: check_acceptance(past_the_target, TARGET, PROMPTS, n_samples=1,
-                                          max_new_tokens=2)):
+    for call in (lambda: check_hidden_states(past_the_target, TARGET, PROMPTS,
+                                             HiddenStateOptions(n_samples=1)),
+                 lambda: check_acceptance(past_the_target, TARGET, PROMPTS,
+                                          AcceptanceOptions(n_samples=1, max_new_tokens=2))):
         with pytest.raises(Eagle3NbError, match="TARGET_MISMATCH"):
             call()
 
@@ -342,3 +344,18 @@ def test_the_section_s_commands_run_as_written(tmp_path):
     assert "$ eagle3-nb convert" in outputs["inspect"]
     assert "accept length 1.0" in outputs["log"]
     assert re.search(r"observed 1\.00 is consistent with: .*sglang==0\.5\.9", outputs["accept"])
+
+
+def test_every_readme_command_that_answers_for_an_engine_names_its_release():
+    """#24: a command without the release answers for each engine's newest, which may not be
+    the user's: the README's commands all pass it (or a log that names it), so that they agree
+    with each other and with the demo."""
+    text = README.read_text(encoding="utf-8")
+    commands = [line.strip() for block in re.findall(r"```bash\n(.*?)```", text, re.S)
+                for line in block.replace("\\\n", " ").splitlines()
+                if re.match(r"\s*\.venv/bin/eagle3-nb (inspect|vocab|accept|report) ", line)]
+    assert len(commands) > 10
+    silent = [c for c in commands
+              if not re.search(r"--engine \S|--log \S|--observed \S+\.(log|prom|json)", c)]
+    assert silent == []
+
