@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,19 +130,39 @@ def probe_checkpoint(path: str | Path, engine: str,
     what it did with the profile; the adapter's temporary directories go when it ends."""
     from eagle3_nb.engines.probing import remove_scratch
 
+    path = Path(path).absolute()
+    target_config = Path(target_config).absolute() if target_config else None
     try:
         return _probe(path, engine, target_config)
     finally:
         remove_scratch()
 
 
-def _probe(path: str | Path, engine: str, target_config: str | Path | None) -> ProbeResult:
-    import importlib
+@contextmanager
+def _working_directory_of_its_own():
+    """The engine starts child Pythons with `python -m` (vLLM's registry._run_in_subprocess
+    inspects model classes that way), and `-m` puts the working directory first on the child's
+    path: run from a scratch directory, and tell every child Python not to put its directory on
+    the path at all (PYTHONSAFEPATH, Python 3.11+)."""
+    from eagle3_nb.engines.probing import scratch_dir
 
-    from eagle3_nb.engines import engine as registered, resolve_engine, stubs
-    from eagle3_nb.engines.planner import plan_load
-    from eagle3_nb.engines.probing import BuildError, engine_version
-    from eagle3_nb.io.checkpoint import Checkpoint, load_target_info
+    before, safe = os.getcwd(), os.environ.get("PYTHONSAFEPATH")
+    os.chdir(scratch_dir("cwd"))
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        os.chdir(before)
+        if safe is None:
+            os.environ.pop("PYTHONSAFEPATH", None)
+        else:
+            os.environ["PYTHONSAFEPATH"] = safe
+
+
+def _probe(path: Path, engine: str, target_config: Path | None) -> ProbeResult:
+    from eagle3_nb.engines import engine as registered
+    from eagle3_nb.engines.probing import engine_version
+    from eagle3_nb.io.checkpoint import Checkpoint
 
     adapter = registered(engine).probe
     if not adapter:
@@ -150,7 +171,20 @@ def _probe(path: str | Path, engine: str, target_config: str | Path | None) -> P
                             "inspect answers from the profiles without one")
     version = engine_version(engine)
     ckpt = Checkpoint.open(path)
-    refuse_checkpoint_code(ckpt.path)
+    refuse_checkpoint_code(ckpt.path)   # before leaving the working directory it may be
+    with _working_directory_of_its_own():
+        return _probe_from_scratch(ckpt, engine, version, adapter, target_config)
+
+
+def _probe_from_scratch(ckpt, engine: str, version: str, adapter: str,
+                        target_config: Path | None) -> ProbeResult:
+    import importlib
+
+    from eagle3_nb.engines import resolve_engine, stubs
+    from eagle3_nb.engines.planner import plan_load
+    from eagle3_nb.engines.probing import BuildError
+    from eagle3_nb.io.checkpoint import load_target_info
+
     check_build_size(ckpt)        # before the weights are read and the engine allocates
     cfg = ckpt.config
     target = load_target_info(target_config) if target_config else None
@@ -159,10 +193,9 @@ def _probe(path: str | Path, engine: str, target_config: str | Path | None) -> P
     plan = plan_load(profile, cfg, shapes, target)
     weights = read_weights(ckpt)
     notes: list[str] = []
-    target_path = Path(target_config) if target_config else None
     stubs.install()
     try:
-        built = importlib.import_module(adapter).build(ckpt.path, target_path, profile.d2t_param)
+        built = importlib.import_module(adapter).build(ckpt.path, target_config, profile.d2t_param)
     except BuildError as exc:  # the engine refused this draft at startup
         raise_if_out_of_memory(exc, "while the engine built the draft")
         obs = Observation([], [], {}, build_error=str(exc)[:500])
