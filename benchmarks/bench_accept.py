@@ -130,7 +130,7 @@ def measure(name, build, device, dtype, args) -> list[dict]:
 def measure_what_if(draft, timed, prompts, device, batch_size, greedy, args) -> dict:
     """Every wiring the kit simulates for the bundled draft, greedy verification (one target
     generation shared by all of them), against one plain greedy generation."""
-    from eagle3_nb.checks.acceptance import load_for_run
+    from eagle3_nb.session import load_for_run
     from eagle3_nb.whatif import run_what_if
 
     presets = load_for_run(SAMPLES / "drafts" / "good", SAMPLES / "target", None, device)[2]

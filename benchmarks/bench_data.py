@@ -35,7 +35,7 @@ PROMPTS = REPO / "data_samples" / "prompts.jsonl"
 KIT = ("import sys, time; t = time.perf_counter()\n"
        "from eagle3_nb.checks.data import check_data\n"
        "r = check_data(sys.argv[1], tokenizer=sys.argv[2], chat_template=sys.argv[3],\n"
-       "               serve_thinking=False, prompts=sys.argv[4])\n"
+       "               serve_thinking=False, prompts=sys.argv[4]).to_json()\n"
        "assert r['rows_read'] == int(sys.argv[5]), r['rows_read']\n"
        "assert not [f for f in r['findings'] if f['severity'] != 'info'], r['findings']\n"
        "print((time.perf_counter() - t) * 1000)")

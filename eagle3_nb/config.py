@@ -75,6 +75,9 @@ class DraftConfig:
     verifier: dict[str, Any] = field(default_factory=dict)
     has_auto_map: bool = False
     mla: dict[str, int | None] | None = None  # MLA_FIELDS when the layer is MLA, else None
+    # the config.json as written: the engines' own config readers refuse values this view
+    # normalises (a null num_hidden_layers, a string attention_bias): engines.config_rules
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def H(self) -> int:
@@ -171,6 +174,11 @@ BOUNDS = {"hidden_size": (1, 1 << 20), "num_attention_heads": (1, 1 << 12),
           "num_hidden_layers": (1, 1 << 8), "max_position_embeddings": (1, 1 << 30),
           "mla": (1, 1 << 16)}
 TARGET_MAX_LAYERS = 1 << 12
+# A flat config without num_hidden_layers gets its transformers config class's default, since
+# the engines read flat configs through AutoConfig: 32 (LlamaConfig, Qwen3Config, ...; 32 in
+# every transformers release read, 4.57.1 to 5.23.0), except these (configuration_*.py, 5.23.0).
+# A speculators layer config gets no default in vLLM (engines.config_rules); the kit keeps 1.
+CONFIG_CLASS_LAYERS = {"deepseek_v3": 61, "qwen3_moe": 24}
 
 
 def bounded_int(value: Any, key: str, where: str, low: int, high: int) -> int:
@@ -245,7 +253,9 @@ def _layer_fields(layer: dict[str, Any], where: str, layer_src: str) -> dict[str
     sizes = {k: bounded_int(layer[k], k, where, *BOUNDS[k])
              for k in ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")}
     H, nh = sizes["hidden_size"], sizes["num_attention_heads"]
-    for key, default in (("num_hidden_layers", 1), ("num_key_value_heads", nh),
+    model_type = layer.get("model_type") if isinstance(layer.get("model_type"), str) else ""
+    layers = 1 if layer_src == LAYER else CONFIG_CLASS_LAYERS.get(model_type, 32)
+    for key, default in (("num_hidden_layers", layers), ("num_key_value_heads", nh),
                          ("head_dim", max(1, H // nh))):
         value = layer.get(key)
         sizes[key] = default if value is None else bounded_int(value, key, where, *BOUNDS[key])
@@ -327,7 +337,7 @@ def _parse_flat(raw: dict[str, Any], where: str) -> DraftConfig:
         num_aux_hidden_states=_get(raw, "num_aux_hidden_states", TOP),
         use_aux_hidden_state=(Sourced(eagle["use_aux_hidden_state"], EAGLE)
                               if "use_aux_hidden_state" in eagle else Sourced(True, DEFAULT)),
-        norm_flags=flags, has_auto_map="auto_map" in raw,
+        norm_flags=flags, has_auto_map="auto_map" in raw, raw=raw,
     )
 
 
@@ -355,7 +365,7 @@ def _parse_speculators(raw: dict[str, Any], where: str) -> DraftConfig:
         use_aux_hidden_state=Sourced(True, DEFAULT),
         norm_flags={name: _get(raw, name, TOP) for name in NORM_FLAGS},
         verifier=verifier if isinstance(verifier, dict) else {},
-        has_auto_map="auto_map" in raw,
+        has_auto_map="auto_map" in raw, raw=raw,
     )
 
 

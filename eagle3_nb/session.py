@@ -1,6 +1,7 @@
-"""One run's inputs, loaded once: the device, the draft's named wirings (headers and JSON only),
-and the features a wiring feeds the draft, from a live target or from an engine's hidden-state
-dumps. Notebooks 03 and 04 and `eagle3-nb accept` all start here.
+"""One run's inputs, loaded once (Session: the device, torch's threads, the draft, its named
+wirings planned from headers and JSON only, and the target), and the features a wiring feeds the
+draft, from a live target or from an engine's hidden-state dumps. Notebooks 03 and 04 and
+`eagle3-nb accept` all start here.
 
 A dump holds the layers that were captured when it was written; for an offline-trained draft,
 that is its training data. So `trained` reads the dump's aux concat, `single_layer` its last
@@ -133,33 +134,92 @@ def apply_threads(*models) -> Threads:
     return threads
 
 
-_TARGET: dict[str, Any] = {}  # the one target model a process keeps: key -> TargetModel
+class Session:
+    """One process's run: the device and dtype it computes on, torch's threads, and what it has
+    opened, each once. The draft checkpoint is io.checkpoint.open_once's (one per unchanged
+    directory), the engine wirings are planned once per checkpoint and target (named_wirings
+    keeps them with the checkpoint), and the target model is the session's own. Checks take
+    Session.current(): a report's notebooks share one kernel, and so one session."""
 
+    _current: "Session | None" = None
 
-def target_once(target: str | Path, device: torch.device, dtype: torch.dtype) -> TargetModel:
-    """The target model, loaded once per process: the checks of one run (a report's notebooks
-    share one kernel) get the same model while its directory is unchanged, on the same device
-    and dtype; any other target replaces it. Errors are TargetModel.load's."""
-    root = Path(target)
-    if not root.is_dir():
-        return TargetModel.load(target, device=device, dtype=dtype)
-    key = repr((str(root.resolve()), directory_state(root.resolve()), str(device), str(dtype)))
-    if key not in _TARGET:
-        _TARGET.clear()  # before loading: never two targets in memory at once
-        _TARGET[key] = TargetModel.load(root, device=device, dtype=dtype)
-    return _TARGET[key]
+    def __init__(self, device: str | None = None):
+        self.device, self.dtype = pick_device(device)
+        self.threads: Threads | None = None  # set for the models last loaded (use_threads)
+        self._target: tuple[str, TargetModel] | None = None  # (directory state, model)
+
+    @classmethod
+    def current(cls, device: str | None = None) -> "Session":
+        """This process's session on DEVICE (None: CUDA when present). Another device starts a
+        new session, and the old one's target goes with it."""
+        wanted, _ = pick_device(device)
+        if cls._current is None or cls._current.device != wanted:
+            cls._current = None  # its target is freed before another is loaded
+            cls._current = cls(device)
+        return cls._current
+
+    def wirings(self, checkpoint: str | Path, target: str | Path | None = None,
+                engines: list[str] | None = None) -> NamedWirings:
+        return named_wirings(checkpoint, target, engines)
+
+    def target(self, target: str | Path) -> TargetModel:
+        """The target model, loaded once while its directory is unchanged; another target
+        replaces it (never two in memory at once). Errors are TargetModel.load's."""
+        root = Path(target)
+        if not root.is_dir():
+            return TargetModel.load(target, device=self.device, dtype=self.dtype)
+        key = repr((str(root.resolve()), directory_state(root.resolve())))
+        if self._target is None or self._target[0] != key:
+            self._target = None
+            self._target = (key, TargetModel.load(root, device=self.device, dtype=self.dtype))
+        return self._target[1]
+
+    def draft(self, named: NamedWirings, target: str | Path | None = None):
+        """A fresh draft model of NAMED's checkpoint, its embed_tokens from TARGET where it
+        ships none (the engines share the target's)."""
+        return load_draft(named.ckpt, self.device, self.dtype, embed_from=target)
+
+    def use_threads(self, *models) -> Threads:
+        """torch's threads for MODELS' size (choose_threads), kept as the session's."""
+        self.threads = apply_threads(*models)
+        return self.threads
+
+    def load_for_run(self, checkpoint: str | Path, target: str | Path,
+                     engines: list[str] | None = None):
+        """Draft, target and every named wiring for one run, torch's threads set for their
+        size (the target's `threads` says how)."""
+        named = self.wirings(checkpoint, target, engines)
+        tgt = self.target(target)
+        draft = self.draft(named, target)
+        tgt.threads = self.use_threads(tgt.model, draft)
+        return draft, tgt, named.presets
+
+    def load_dumps(self, checkpoint: str | Path, hidden_states: str | Path,
+                   engines: list[str] | None, n_samples: int | None,
+                   target: str | Path | None = None, dump_layer_ids=None) -> "DumpRun":
+        """The draft and its hidden-state dumps, ready to evaluate. `target` (optional) is a
+        local target directory: its config gives the layer count (so default aux ids resolve)
+        and its embed_tokens stand in for a draft without its own, as the engines share them.
+        dump_layer_ids: the layers the dump captured, in file order (speculators: its last, loss
+        layer included), as a list or "2,4,5,8"; unknown, the dump is taken to hold the trained
+        layers."""
+        named = self.wirings(checkpoint, target, engines)
+        draft = self.draft(named, target)
+        self.use_threads(draft)
+        ids = parse_layer_ids(dump_layer_ids)
+        # engines dump in the target's dtype (bf16 mostly): the states meet the draft in its own
+        samples = read_dump(hidden_states, dtype=self.dtype, **({"layer_ids": ids} if ids else {}))
+        samples = (samples if isinstance(samples, list) else [samples])[:n_samples]
+        for sample in samples:
+            _check_dump_tokens(sample, named.cfg.vocab_size)
+        return DumpRun(draft, samples, named.presets, named.profiles, named.target_info,
+                       named.cfg, named.checkpoint, self.device, self.dtype)
 
 
 def load_for_run(checkpoint: str | Path, target: str | Path, engines: list[str] | None = None,
                  device: str | None = None):
-    """Draft, target and every named wiring for one run (CUDA bf16 when present), torch's
-    threads set for their size (the target's `threads` says how)."""
-    dev, dtype = pick_device(device)
-    named = named_wirings(checkpoint, target, engines)
-    tgt = target_once(target, dev, dtype)
-    draft = load_draft(named.ckpt, dev, dtype, embed_from=target)
-    tgt.threads = apply_threads(tgt.model, draft)
-    return draft, tgt, named.presets
+    """Session.load_for_run on this process's session on DEVICE (CUDA bf16 when present)."""
+    return Session.current(device).load_for_run(checkpoint, target, engines)
 
 
 REFERENCE = "recorded tokens (teacher-forced)"
@@ -243,23 +303,9 @@ class LiveFeatures:
 def load_dump_run(checkpoint: str | Path, hidden_states: str | Path, engines: list[str] | None,
                   n_samples: int | None, device: str | None, target: str | Path | None = None,
                   dump_layer_ids=None) -> DumpRun:
-    """`target` (optional) is a local target directory: its config gives the layer count (so
-    default aux ids resolve) and its embed_tokens stand in for a draft without its own, as the
-    engines share them. dump_layer_ids: the layers the dump captured, in file order
-    (speculators: its last, loss layer included), as a list or "2,4,5,8"; unknown, the dump is
-    taken to hold the trained layers."""
-    dev, dtype = pick_device(device)
-    named = named_wirings(checkpoint, target, engines)
-    draft = load_draft(named.ckpt, dev, dtype, embed_from=target)
-    apply_threads(draft)
-    ids = parse_layer_ids(dump_layer_ids)
-    # engines dump in the target's dtype (bf16 mostly): the states meet the draft in its own
-    samples = read_dump(hidden_states, dtype=dtype, **({"layer_ids": ids} if ids else {}))
-    samples = (samples if isinstance(samples, list) else [samples])[:n_samples]
-    for sample in samples:
-        _check_dump_tokens(sample, named.cfg.vocab_size)
-    return DumpRun(draft, samples, named.presets, named.profiles, named.target_info, named.cfg,
-                   named.checkpoint, dev, dtype)
+    """Session.load_dumps on this process's session on DEVICE."""
+    return Session.current(device).load_dumps(checkpoint, hidden_states, engines, n_samples,
+                                              target, dump_layer_ids)
 
 
 def _check_dump_tokens(sample, vocab_size: int) -> None:

@@ -67,29 +67,27 @@ FACADE = ""  # the package __init__: a lazy public API that may name any module
 MAX_LINES = 600  # a module over this holds several ideas: split it by idea
 DATA_TABLES: tuple[str, ...] = ()  # modules declared as data tables, exempt from MAX_LINES
 NOTEBOOKS = PACKAGE.parent / "notebooks"
-# What each notebook may import: the public entry points of its question (a check, its summary,
-# the views and widgets that show it, the report's notebook helpers). Notebooks never parse a
-# file or plan a load themselves (DESIGN.md, notebook conventions).
+# What each notebook imports: the public entry points of its question (a check and its options,
+# the views and widgets that show it, the report's notebook helpers), no more and no fewer. A
+# check's result gives its JSON and its summary part itself (checks/result.py). Notebooks never
+# parse a file or plan a load themselves (DESIGN.md, notebook conventions).
 _SHOWN = ("report.notebooks:sample_default", "report.notebooks:write_summary")
 NOTEBOOK_IMPORTS: dict[str, set[str]] = {
-    "00_triage": {*_SHOWN, "checks.load:inspect_checkpoint", "checks.load:read_inspection",
-                  "checks:triage", "engines:parse_engines", "viz:triage"},
-    "01_checkpoint_keys": {*_SHOWN, "checks.load:inspect_checkpoint",
-                           "checks.load:inspection_summary", "checks.load:read_inspection",
-                           "checks.diff:diff_drafts", "engines:parse_engines",
-                           "findings:verdict_line", "viz.diff:diff_html", "viz:keys",
-                           "widgets:engine_explorer", "widgets:engine_view_html",
+    "00_triage": {*_SHOWN, "checks.load:inspection_of", "checks.triage:Triage",
+                  "engines:parse_engines", "viz:triage"},
+    "01_checkpoint_keys": {*_SHOWN, "checks.load:inspection_of", "checks.diff:diff_drafts",
+                           "engines:parse_engines", "findings:verdict_line", "viz.diff:diff_html",
+                           "viz:keys", "widgets:engine_explorer", "widgets:engine_view_html",
                            "widgets:first_engine"},
-    "02_d2t_mapping": {*_SHOWN, "checks.vocab:check_vocab", "checks.vocab:vocab_mapping",
-                       "checks.vocab:vocab_summary", "vocab:load_tokenizer", "viz:vocab",
+    "02_d2t_mapping": {*_SHOWN, "checks.vocab:check_vocab", "vocab:load_tokenizer", "viz:vocab",
                        "widgets:first_lookup", "widgets:lookup_view_html", "widgets:vocab_lookup"},
     "03_hidden_state_shapes": {*_SHOWN, "checks.hidden:check_hidden_states",
-                               "checks.hidden:hidden_summary", "engines:parse_engines",
-                               "viz.keys:findings_html", "viz:hidden"},
-    "04_acceptance": {*_SHOWN, "checks.acceptance:check_acceptance", "engines:parse_engines",
-                      "viz.keys:findings_html", "viz:acceptance"},
-    "05_training_data": {*_SHOWN, "checks.data:check_data_parameters", "checks.data:data_summary",
-                         "viz:data"},
+                               "checks.options:HiddenStateOptions", "viz.keys:findings_html",
+                               "viz:hidden"},
+    "04_acceptance": {*_SHOWN, "checks.acceptance:check_acceptance",
+                      "checks.options:AcceptanceOptions", "viz.keys:findings_html",
+                      "viz:acceptance"},
+    "05_training_data": {*_SHOWN, "checks.data:check_data_parameters", "viz:data"},
 }
 
 
@@ -256,9 +254,13 @@ def notebook_violations(folder: Path = NOTEBOOKS) -> list[str]:
         if allowed is None:
             problems.append(f"{notebook.name} has no import whitelist: add it to NOTEBOOK_IMPORTS")
             continue
-        for name in sorted(notebook_imports(notebook) - allowed):
+        imported = notebook_imports(notebook)
+        for name in sorted(imported - allowed):
             problems.append(f"{notebook.name} imports {name}, not one of its entry points: "
                             "call a check (or add the entry point it needs to the package)")
+        for name in sorted(allowed - imported):
+            problems.append(f"{notebook.name} no longer imports {name}: drop it from "
+                            "NOTEBOOK_IMPORTS")
     return problems
 
 
@@ -391,6 +393,19 @@ def test_a_notebook_importing_past_its_entry_points_is_caught(tmp_path, line, ex
     path.write_text(json.dumps(nb), encoding="utf-8")
     found = notebook_violations(folder)
     assert [v for v in found if expected in v and v.startswith("02_d2t_mapping")], found
+
+
+def test_a_whitelist_entry_a_notebook_no_longer_imports_is_caught(tmp_path):
+    folder = tmp_path / "notebooks"
+    shutil.copytree(NOTEBOOKS, folder)
+    path = folder / "02_d2t_mapping.ipynb"
+    text = path.read_text(encoding="utf-8")
+    line = '"from eagle3_nb.vocab import load_tokenizer\\n",'
+    assert line in text
+    path.write_text(text.replace(line, ""), encoding="utf-8")
+    found = notebook_violations(folder)
+    assert found == ["02_d2t_mapping.ipynb no longer imports vocab:load_tokenizer: drop it from "
+                     "NOTEBOOK_IMPORTS"], found
 
 
 def test_a_module_over_the_size_rule_is_caught(tmp_path):

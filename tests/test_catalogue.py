@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import DRAFTS, TARGET_CONFIG
-from eagle3_nb.checks.load import inspect_checkpoint, inspection_summary
+from eagle3_nb.checks.load import inspect_checkpoint
 from eagle3_nb.findings import verdict_line
 from eagle3_nb.viz import keys as vk
 from eagle3_nb.widgets import engine_explorer
@@ -59,13 +59,15 @@ def test_notebook_01_cells_on_every_sample(variant):
     """What notebook 01 runs, cell by cell, on every sample (stats on, as its default), and the
     summary.json it writes held to the manifest. test_notebooks runs a few under papermill."""
     engines = list(MANIFEST["engines"])
-    data = inspect_checkpoint(DRAFTS / variant, engines, TARGET_CONFIG, stats=True).to_json()
+    inspected = inspect_checkpoint(DRAFTS / variant, engines, TARGET_CONFIG, stats=True)
+    data = inspected.to_json()
     for cell in (vk.summary_html, vk.findings_html, vk.verdict_html, vk.key_table_html,
                  vk.schema_diff_html, vk.stats_table_html, vk.aux_layers_html):
         assert str(cell(data))
     assert vk.tensor_norms_figure(data).data
     assert engine_explorer(data) is not None
-    summary = inspection_summary(data, "01_checkpoint_keys")
+    summary = inspected.summary()
+    assert summary["kind"] == "inspection" and summary["notebook"] == "01_checkpoint_keys"
     for profile, want in MANIFEST["variants"][variant]["expect"].items():
         assert summary["verdicts"][profile] == want["verdict"], profile
         assert f"{profile}: {want['verdict']}" in verdict_line(data)

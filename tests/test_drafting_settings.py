@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_nb.checks.acceptance import resolve_drafting
+from eagle3_nb.checks.drafting import resolve_drafting
 from eagle3_nb.engines.launch import read_launch
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.observed.metrics import parse_observed

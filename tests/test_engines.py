@@ -26,9 +26,14 @@ def flat_config(**extra):
 
 
 def speculators_config(**extra):
+    # as the speculators library saves one: a whole LlamaConfig as the layer config (vLLM builds
+    # the draft's config from it with no defaults) and a speculators_config (vLLM's marker)
     layer = {k: v for k, v in flat_config().items()
              if k not in ("architectures", "draft_vocab_size")}
+    layer.update(hidden_act="silu", rms_norm_eps=1e-5)
     cfg = {"speculators_model_type": "eagle3", "architectures": ["Eagle3DraftModel"],
+           "speculators_config": {"algorithm": "eagle3",
+                                  "verifier": {"architectures": ["LlamaForCausalLM"]}},
            "transformer_layer_config": layer, "draft_vocab_size": 256,
            "eagle_aux_hidden_state_layer_ids": [2, 16, 29], "norm_before_residual": False,
            "norm_before_fc": False, "fc_norm": False, "norm_output": False,

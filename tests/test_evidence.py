@@ -4,7 +4,8 @@ and a hypothesis the checkpoint's own evidence excludes is shown as ruled out, n
 consistent. On the bundled layers0-flat draft, whose layers.0.* keys SGLang up to 0.5.11 drops:
 the first seed story's trap (a d2t that is fine) must not reappear. And each command says, in one
 line at its top, what it had and the flag of what it did not (vocab, diff, data, log, convert,
-observe and probe here; notebooks 02 and 03 in their own test files)."""
+observe, probe and the views of notebooks 00 and 01 here; notebooks 02 and 03 in their own
+test files)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_nb.checks.acceptance import evidence_engines, what_if
+from eagle3_nb.checks.options import AcceptanceOptions
 from eagle3_nb.engines import ENGINES
 from eagle3_nb.findings import NEWEST_RELEASES
 from eagle3_nb.observation import ObservedMetrics
@@ -45,8 +47,8 @@ def test_which_releases_a_run_simulates_follows_the_evidence():
 
 @pytest.mark.slow
 def test_an_observed_1_0_without_a_release_points_at_the_release_not_the_d2t():
-    report = what_if(DRAFT, SAMPLES / "target", SAMPLES / "prompts.jsonl", observed=1.0,
-                     n_samples=8, max_new_tokens=16)
+    report = what_if(DRAFT, SAMPLES / "target", SAMPLES / "prompts.jsonl",
+                     AcceptanceOptions(observed=1.0, n_samples=8, max_new_tokens=16))
     assert report["evidence"].startswith("your engine release is not known")
     rows = {r["wiring"]: r for r in report["rows"]}
     assert rows["sglang==0.5.10.post1"]["consistent"]  # covers 0.5.9: layers.0.* dropped
@@ -59,8 +61,9 @@ def test_an_observed_1_0_without_a_release_points_at_the_release_not_the_d2t():
 @pytest.mark.slow
 def test_a_named_release_is_simulated_beside_trained():
     report = what_if(DRAFT, SAMPLES / "target", SAMPLES / "prompts.jsonl",
-                     wirings=["trained", "sglang==0.5.9"], engines=["sglang==0.5.9"],
-                     n_samples=8, max_new_tokens=16)
+                     AcceptanceOptions(engines=["sglang==0.5.9"], n_samples=8,
+                                       max_new_tokens=16),
+                     wirings=["trained", "sglang==0.5.9"])
     rows = {r["wiring"]: r for r in report["rows"]}
     assert set(rows) == {"trained", "sglang==0.5.9"}
     assert rows["sglang==0.5.9"]["mean_accept_length"] < 1.1 < rows["trained"][
@@ -219,3 +222,16 @@ def test_probe_says_which_release_it_ran(tmp_path):
                        text=True, cwd=tmp_path, env=environ, timeout=600)
     at, line = _evidence_line(r.stdout)
     assert at == 1 and "target config: given" in line, r.stderr[-2000:]
+
+
+def test_notebooks_00_and_01_say_what_the_inspection_had():
+    """Notebook 00's verdict and notebook 01's checkpoint box carry the inspection's evidence
+    line, with the flag of each missing piece (the report's front page already did)."""
+    from eagle3_nb.checks.load import inspect_checkpoint
+    from eagle3_nb.viz.keys import summary_html
+    from eagle3_nb.viz.triage import verdict_html
+
+    data = inspect_checkpoint(DRAFT, engines=["sglang==0.5.9"], stats=False).to_json()
+    for html in (verdict_html(data), summary_html(data)):
+        assert "evidence: checkpoint: given; target config: not given (--target-config)" in html
+        assert "engine release: named (--engine)" in html and "log: not given (--log)" in html

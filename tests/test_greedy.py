@@ -18,7 +18,7 @@ DRAFTINGS = {"chain": (Drafting(4), None), "tree": (Drafting(3, 3, 7), None),
 
 @pytest.fixture(scope="module")
 def bundled():
-    from eagle3_nb.checks.acceptance import load_for_run
+    from eagle3_nb.session import load_for_run
 
     torch.set_num_threads(1)
     draft, target, presets = load_for_run(DRAFTS / "good", SAMPLES / "target", None, "cpu")
@@ -101,7 +101,7 @@ def test_stop_at_eos_ends_where_the_oracle_ends(bundled):
 def test_an_id_outside_the_vocabulary_stops_both_paths(bundled):
     """A d2t that sends a drafted id outside the vocabulary stops the engine (a device-side
     assert) when a verify step drafts it, and only then."""
-    from eagle3_nb.checks.acceptance import load_for_run
+    from eagle3_nb.session import load_for_run
 
     draft, target, presets = load_for_run(DRAFTS / "d2t-absolute", SAMPLES / "target", None,
                                           "cpu")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_nb.checks.acceptance import RunLimits, resolve_drafting, run_limits
+from eagle3_nb.checks.drafting import RunLimits, resolve_drafting, run_limits
 from eagle3_nb.engines.launch import read_launch
 from eagle3_nb.engines.registry import engines
 from eagle3_nb.errors import Eagle3NbError

@@ -9,6 +9,7 @@ from conftest import DRAFTS, SAMPLES, write_dumps
 from eagle3_nb.drift import (aux_cosine, feature_drift, layer_similarity, mean_cosine,
                              mean_layer_similarity, weighted_mean)
 from eagle3_nb.checks.hidden import check_hidden_states
+from eagle3_nb.checks.options import HiddenStateOptions
 from eagle3_nb.findings import COLLAPSE_FRACTION
 from eagle3_nb.checks.hidden_findings import hidden_findings
 from eagle3_nb.target import TargetOutput
@@ -27,9 +28,9 @@ def by_name(data):
 
 @pytest.fixture(scope="module")
 def good():
-    return check_hidden_states(DRAFTS / "good", TARGET, PROMPTS,
-                               engines=["sglang==0.5.9", "sglang==0.5.23", "vllm==0.33"],
-                               n_samples=6, device="cpu")
+    return check_hidden_states(DRAFTS / "good", TARGET, PROMPTS, HiddenStateOptions(
+        engines=["sglang==0.5.9", "sglang==0.5.23", "vllm==0.33"], n_samples=6,
+        device="cpu")).to_json()
 
 
 def test_trained_wiring_predicts_the_target(good):
@@ -62,14 +63,14 @@ def test_draft_trained_on_other_layers_than_declared():
     """Every engine honours the declared [5, 6, 7]; the weights were trained on [2, 4, 5].
     A tiny target's layers are alike, so the loss is milder than a real one's: reported as
     measured, and clearly below the same weights on the layers they were trained on."""
+    only_trained = HiddenStateOptions(engines=["vllm==0.33"], n_samples=6, device="cpu",
+                                      wirings=("trained",))
     data = check_hidden_states(DRAFTS / "trained-other-layers", TARGET, PROMPTS,
-                               engines=["vllm==0.33"], n_samples=6, device="cpu",
-                               wirings=("trained",))
+                               only_trained).to_json()
     rows = by_name(data)
     assert rows["trained"]["wiring"]["layer_ids"] == [5, 6, 7]
     assert rows["vllm==0.33"]["wiring"]["layer_ids"] == [5, 6, 7]
-    good = check_hidden_states(DRAFTS / "good", TARGET, PROMPTS, engines=["vllm==0.33"],
-                               n_samples=6, device="cpu", wirings=("trained",))
+    good = check_hidden_states(DRAFTS / "good", TARGET, PROMPTS, only_trained).to_json()
     assert rows["trained"]["accuracy"] <= 0.8 * by_name(good)["trained"]["accuracy"]
 
 
@@ -124,9 +125,9 @@ def _codes(data):
 
 
 def test_unloaded_layer_collapses_on_sglang_0_5_9_only():
-    data = check_hidden_states(DRAFTS / "layers0-flat", TARGET, PROMPTS,
-                               engines=["sglang==0.5.9", "sglang==0.5.23"], n_samples=4,
-                               device="cpu", wirings=("trained",))
+    data = check_hidden_states(DRAFTS / "layers0-flat", TARGET, PROMPTS, HiddenStateOptions(
+        engines=["sglang==0.5.9", "sglang==0.5.23"], n_samples=4, device="cpu",
+        wirings=("trained",))).to_json()
     assert _codes(data) == {("HIDDEN_COLLAPSES", "sglang==0.5.9")}
     collapse = data["findings"][0]
     assert collapse["severity"] == "error" and "left at their initial values" in collapse["message"]
@@ -141,8 +142,9 @@ def test_engines_capturing_other_layers_are_reported_with_their_cosine():
     as trained means hidden_states[2, 4, 7]; SGLang falls back to [2, 4, 5], vLLM reads
     [1, 3, 6]."""
     data = check_hidden_states(DRAFTS / "aux-ids-top-level-flat", TARGET, PROMPTS,
-                               engines=["sglang==0.5.23", "vllm==0.33"], n_samples=4,
-                               device="cpu", wirings=("trained",))
+                               HiddenStateOptions(engines=["sglang==0.5.23", "vllm==0.33"],
+                                                  n_samples=4, device="cpu",
+                                                  wirings=("trained",))).to_json()
     assert _codes(data) == {("HIDDEN_LAYERS_DIFFER", "sglang==0.5.23"),
                             ("HIDDEN_LAYERS_DIFFER", "vllm==0.33")}
     sim = data["layer_similarity"]
@@ -296,8 +298,8 @@ def dumps(tmp_path_factory):
 
 
 def on_dumps(draft, dumps, **kwargs):
-    return check_hidden_states(DRAFTS / draft, TARGET, hidden_states=dumps, n_samples=4,
-                               device="cpu", **kwargs)
+    return check_hidden_states(DRAFTS / draft, TARGET, options=HiddenStateOptions(
+        hidden_states=dumps, n_samples=4, device="cpu", **kwargs)).to_json()
 
 
 def test_dumps_answer_like_the_live_target(dumps):
@@ -351,7 +353,8 @@ def test_dumps_bad_input_is_a_clear_error(tmp_path, dumps):
     from eagle3_nb.errors import Eagle3NbError
 
     with pytest.raises(Eagle3NbError, match="embed_tokens"):   # no embeddings, no target
-        check_hidden_states(DRAFTS / "good", hidden_states=dumps, device="cpu")
+        check_hidden_states(DRAFTS / "good",
+                            options=HiddenStateOptions(hidden_states=dumps, device="cpu"))
     with pytest.raises(Eagle3NbError, match="not integers"):
         on_dumps("good", dumps, dump_layer_ids="2,four")
     with pytest.raises(Eagle3NbError, match="no target"):

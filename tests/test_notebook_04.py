@@ -77,10 +77,11 @@ def test_dumps_give_teacher_forced_scores_labelled_as_such(tmp_path):
     """Every wiring the dump can feed, engines with their unloaded parameters reset: SGLang
     0.5.9 collapses layers0-flat here too; a wiring needing absent layers says so."""
     from eagle3_nb.checks.acceptance import check_acceptance
+    from eagle3_nb.checks.options import AcceptanceOptions
 
     write_dumps(tmp_path, n=2)
-    check = check_acceptance(DRAFTS / "layers0-flat", TARGET, hidden_states=tmp_path,
-                             num_steps=3, engines=["sglang==0.5.9", "sglang==0.5.23"])
+    check = check_acceptance(DRAFTS / "layers0-flat", TARGET, options=AcceptanceOptions(
+        hidden_states=tmp_path, num_steps=3, engines=["sglang==0.5.9", "sglang==0.5.23"]))
     summary = check.summary()
     assert summary["headline"] is None and summary["what_if"] is None
     scores = {s["wiring"]: s for s in summary["teacher_forced"]}
@@ -90,8 +91,8 @@ def test_dumps_give_teacher_forced_scores_labelled_as_such(tmp_path):
     assert first["trained"] > 2 * first["single_layer"]
     assert first["trained"] > 2 * first["sglang==0.5.9"]
     assert first["sglang==0.5.23"] == pytest.approx(first["trained"])
-    only = check_acceptance(DRAFTS / "good", TARGET, hidden_states=tmp_path, num_steps=3,
-                            wiring="layers_plus_one", what_if=False).summary()
+    only = check_acceptance(DRAFTS / "good", TARGET, options=AcceptanceOptions(
+        hidden_states=tmp_path, num_steps=3, wiring="layers_plus_one", what_if=False)).summary()
     assert "needs a live target" in only["teacher_forced"][0]["unmeasured"]
     notebook = run_notebook(NB04, tmp_path / "nb", {
         "checkpoint": str(DRAFTS / "layers0-flat"), "target": str(TARGET),
@@ -105,10 +106,11 @@ def test_dumps_give_teacher_forced_scores_labelled_as_such(tmp_path):
 
 def test_bad_wiring_and_missing_inputs_are_clear_errors():
     from eagle3_nb.checks.acceptance import check_acceptance
+    from eagle3_nb.checks.options import AcceptanceOptions
     from eagle3_nb.errors import Eagle3NbError
 
     with pytest.raises(Eagle3NbError, match="no target"):
         check_acceptance(DRAFTS / "good")
     with pytest.raises(Eagle3NbError, match="unknown wiring"):
-        check_acceptance(DRAFTS / "good", TARGET, SAMPLES / "prompts.jsonl", wiring="nope",
-                         n_samples=1, max_new_tokens=4, what_if=False)
+        check_acceptance(DRAFTS / "good", TARGET, SAMPLES / "prompts.jsonl", AcceptanceOptions(
+            wiring="nope", n_samples=1, max_new_tokens=4, what_if=False))

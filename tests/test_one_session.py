@@ -79,3 +79,28 @@ def test_notebooks_00_and_01_show_the_reports_inspection(counted, tmp_path):
     kernel_opens = [e for e in open_counter.read(counted)
                     if e["pid"] in kernel and e["event"] == "open"]
     assert len(kernel_opens) == 1  # notebook 02's vocabulary check; 00 and 01 opened nothing
+
+
+@pytest.mark.slow
+def test_notebooks_03_and_04_checks_share_one_session_and_its_target(monkeypatch):
+    """In one process (a report's kernel), the hidden-state and acceptance checks take the same
+    Session: the target model is loaded once, and the session keeps the threads it chose."""
+    from eagle3_nb.checks.acceptance import check_acceptance
+    from eagle3_nb.checks.hidden import check_hidden_states
+    from eagle3_nb.checks.options import AcceptanceOptions, HiddenStateOptions
+    from eagle3_nb.session import Session
+    from eagle3_nb.target import TargetModel
+
+    monkeypatch.setattr(Session, "_current", None)
+    loads = []
+    real_load = TargetModel.load.__func__
+    monkeypatch.setattr(TargetModel, "load", classmethod(
+        lambda cls, *a, **kw: loads.append(a[0]) or real_load(cls, *a, **kw)))
+    target, prompts = SAMPLES / "target", SAMPLES / "prompts.jsonl"
+    hidden = check_hidden_states(DRAFT, target, prompts,
+                                 HiddenStateOptions(n_samples=2, device="cpu")).to_json()
+    session = Session.current("cpu")
+    accept = check_acceptance(DRAFT, target, prompts, AcceptanceOptions(
+        n_samples=2, max_new_tokens=4, what_if=False, device="cpu"))
+    assert Session.current("cpu") is session and len(loads) == 1, loads
+    assert hidden["threads"] == session.threads.label() == accept.threads

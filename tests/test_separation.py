@@ -51,13 +51,14 @@ def test_the_kit_itself_tells_the_bundled_pair_apart_at_its_defaults():
     "lower" than trained (beyond 2 paired standard errors) in notebook 03's first-step accuracy
     and in notebook 04's simulated accept length."""
     from eagle3_nb.checks.hidden import check_hidden_states
+    from eagle3_nb.checks.options import HiddenStateOptions
     from eagle3_nb.session import load_for_run, read_prompts
     from eagle3_nb.whatif import run_what_if
 
     draft, target = DRAFTS / "good", SAMPLES / "target"
     names = ("trained", *WRONG_WIRINGS)
-    hidden = check_hidden_states(draft, target, SAMPLES / "prompts.jsonl", wirings=names,
-                                 device="cpu")
+    hidden = check_hidden_states(draft, target, SAMPLES / "prompts.jsonl",
+                                 HiddenStateOptions(wirings=names, device="cpu")).to_json()
     by_name = {r["wiring"]["name"]: r for r in hidden["wirings"]}
     model, tgt, presets = load_for_run(draft, target, None, "cpu")
     rows = run_what_if(model, tgt, read_prompts(SAMPLES / "prompts.jsonl", tgt),

@@ -63,7 +63,8 @@ def check(variant: str, **kw):
     from eagle3_nb.checks.data import check_data
 
     kw.setdefault("serve_thinking", False)
-    return check_data(TRAINING / variant, tokenizer=TOKENIZER, chat_template=TEMPLATE, **kw)
+    return check_data(TRAINING / variant, tokenizer=TOKENIZER, chat_template=TEMPLATE,
+                      **kw).to_json()
 
 
 def codes(data, *severities) -> list[str]:
@@ -153,7 +154,8 @@ def test_check8_a_mapping_older_than_the_data_is_stale(tmp_path):
     os.utime(mapping, (now - 2 * 86400, now - 2 * 86400))
     from eagle3_nb.checks.data import check_data
 
-    data = check_data(copy, tokenizer=TOKENIZER, chat_template=TEMPLATE, serve_thinking=False)
+    data = check_data(copy, tokenizer=TOKENIZER, chat_template=TEMPLATE,
+                      serve_thinking=False).to_json()
     f = finding(data, "VOCAB_MAPPING_STALE")
     assert "48.0 h older" in f["message"] and f["evidence"]["top_overlap"] == 1.0
 

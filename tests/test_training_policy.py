@@ -46,7 +46,7 @@ def run(variant: str, **kw):
     from eagle3_nb.checks.data import check_data
 
     return check_data(TRAINING / variant, tokenizer=TARGET, chat_template=TEMPLATE,
-                      serve_thinking=False, **kw)
+                      serve_thinking=False, **kw).to_json()
 
 
 def policy_finding(data) -> dict:

@@ -50,3 +50,21 @@ def test_a_mistral_target_is_two_model_only(tmp_path):
 @pytest.mark.parametrize("engine", ["trtllm==0.19.0", "trtllm==1.2.1", "trtllm==1.4.0rc1"])
 def test_a_plain_llama_target_meets_none(tmp_path, engine):
     assert bugs(target(tmp_path), engine)[engine] == set()
+
+
+def test_the_fp8_and_mistral_bugs_cover_the_release_candidate_their_thread_ran(tmp_path):
+    """#7842's log says "TensorRT-LLM version: 1.0.0rc6", and the kit orders 1.0.0rc6 before
+    1.0.0: a range that started at 1.0.0 left the thread's own release unwarned."""
+    fp8 = bugs(target(tmp_path, quant="fp8"), "trtllm==1.0.0rc6", "trtllm==1.0.0rc5")
+    assert {"trtllm#7842", "trtllm#8910"} <= fp8["trtllm==1.0.0rc6"]
+    assert not {"trtllm#7842", "trtllm#8910"} & fp8["trtllm==1.0.0rc5"]
+    mistral = bugs(target(tmp_path, "mistral", "MistralForCausalLM"), "trtllm==1.0.0rc6")
+    assert "trtllm#6158" in mistral["trtllm==1.0.0rc6"]
+
+
+def test_the_way_out_is_named_on_the_release_candidate_too(tmp_path):
+    data = inspect_checkpoint(GOOD, ["trtllm==1.0.0rc6"], target(tmp_path, quant="fp8"),
+                              stats=False).to_json()
+    found = {f["evidence"]["bug"]: f for f in data["findings"] if f["code"] == "ENGINE_BUG"}
+    assert "eagle3_one_model: false" in found["trtllm#7842"]["evidence"]["way_out"]
+    assert "enable_chunked_prefill: false" in found["trtllm#8910"]["evidence"]["way_out"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DRAFTS, SAMPLES, TARGET_CONFIG, write_draft_dir
-from eagle3_nb.checks.acceptance import resolve_drafting
+from eagle3_nb.checks.drafting import resolve_drafting
 from eagle3_nb.checks.load import inspect_checkpoint
 from eagle3_nb.engines.launch import MAX_COMMAND_BYTES, read_launch
 from eagle3_nb.errors import ConfigError, Eagle3NbError

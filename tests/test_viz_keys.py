@@ -10,7 +10,7 @@ import pytest
 
 from conftest import DRAFTS, SAMPLE_ENGINES, TARGET_CONFIG, table_rows, write_draft_dir
 from eagle3_nb.checks.load import inspect_checkpoint
-from eagle3_nb.checks.load import inspection_summary
+from eagle3_nb.checks.load import SavedInspection
 from eagle3_nb.findings import engine_codes, verdict_line
 from eagle3_nb.stats import tensor_flags
 from eagle3_nb.viz import keys as vk
@@ -304,7 +304,7 @@ def test_verdict_line_and_summary():
     assert "sglang==0.5.9: silent_failure (KEYS_DROPPED, PARAMS_UNLOADED)" in line
     assert "vllm==0.33: ok" in line
     assert engine_codes(data)["sglang==0.5.16"] == []
-    s = inspection_summary(data, "01_checkpoint_keys")
+    s = SavedInspection(data).summary()
     json.dumps(s)
     assert s["verdicts"]["sglang==0.5.9"] == "silent_failure"
     assert set(s["engines"]["sglang==0.5.9"]["dropped"]) >= set(LAYER0_KEYS)

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import DRAFTS, SAMPLE_ENGINES, table_rows
 from eagle3_nb.engines import resolve_engines
-from eagle3_nb.checks.vocab import check_vocab, vocab_summary
+from eagle3_nb.checks.vocab import check_vocab
 from eagle3_nb.viz import vocab as vv
 from eagle3_nb.viz.html import HTMLString
 from eagle3_nb.vocab import VocabMapping, build_from_counts, load_tokenizer
@@ -49,7 +49,7 @@ _cache: dict[str, tuple[dict, VocabMapping]] = {}
 
 
 def sample(name: str) -> tuple[dict, VocabMapping]:
-    """(check_vocab dict, VocabMapping) of a bundled sample, cached."""
+    """(check_vocab's JSON, VocabMapping) of a bundled sample, cached."""
     if name not in _cache:
         path = DRAFTS / name
         if not path.is_dir():
@@ -58,8 +58,8 @@ def sample(name: str) -> tuple[dict, VocabMapping]:
         from eagle3_nb.config import parse_config
 
         ckpt = Checkpoint.open(path)
-        _cache[name] = (check_vocab(path, engines=SAMPLE_ENGINES), VocabMapping.from_checkpoint(
-            ckpt, parse_config(ckpt.config_raw)))
+        _cache[name] = (check_vocab(path, engines=SAMPLE_ENGINES).to_json(),
+                        VocabMapping.from_checkpoint(ckpt, parse_config(ckpt.config_raw)))
     return _cache[name]
 
 
@@ -505,11 +505,12 @@ def test_identity_mapping_renders():
 
 
 def test_vocab_summary_is_json_and_complete():
-    data, _ = sample("d2t-absolute")
+    vocab = check_vocab(DRAFTS / "d2t-absolute", engines=SAMPLE_ENGINES)
     d2t, _, ids = arrays("d2t-absolute")
     n_wrong, n_out = int((ids != d2t).sum()), int((ids >= VT).sum())
     assert n_wrong > 0 and n_out > 0
-    s = vocab_summary(data)
+    assert vocab.kind == "vocab" and vocab.mapping.format == "absolute"
+    s = vocab.summary()
     json.dumps(s)
     assert s["notebook"] == "02_d2t_mapping" and s["format"] == "absolute"
     assert s["valid"] is False and s["codes"] == ["D2T_ABSOLUTE"] and s["n_errors"] == 1

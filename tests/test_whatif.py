@@ -228,9 +228,11 @@ def test_cli_rejects_a_bad_observation_without_traceback():
 
 def test_notebook_03_check_sees_the_dropped_layer_too():
     from eagle3_nb.checks.hidden import check_hidden_states
+    from eagle3_nb.checks.options import HiddenStateOptions
 
     data = check_hidden_states(DRAFTS / "layers0-flat", TARGET, SAMPLES / "prompts.jsonl",
-                               engines=["sglang==0.5.9", "sglang==0.5.23"], n_samples=2)
+                               HiddenStateOptions(engines=["sglang==0.5.9", "sglang==0.5.23"],
+                                                  n_samples=2)).to_json()
     acc = {r["wiring"]["name"]: r["accuracy"] for r in data["wirings"]}
     assert acc["sglang==0.5.23"] == acc["trained"] > 0.3
     assert acc["sglang==0.5.9"] < 0.5 * acc["trained"]

@@ -96,8 +96,18 @@ def main() -> int:
     text = render(variants, columns, results, setup)
     print(text)
     if args.out:
-        Path(args.out).write_text(text)
+        Path(args.out).write_text(text + kept_ablation(Path(args.out)))
     return 0
+
+
+def kept_ablation(doc: Path) -> str:
+    """The doc's config-field ablation section (tools/config_ablation.py writes it), kept."""
+    from config_ablation import BEGIN, END
+
+    text = doc.read_text() if doc.exists() else ""
+    if BEGIN not in text or END not in text:
+        return ""
+    return "\n" + BEGIN + text.split(BEGIN, 1)[1].split(END, 1)[0] + END + "\n"
 
 
 def render(variants, columns, results, setup) -> str:

@@ -7,65 +7,71 @@ or skipped, the shape trace, and first-step accuracy on real samples.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from eagle3_nb.checks.hidden_findings import hidden_findings
+from eagle3_nb.checks.options import HiddenStateOptions
+from eagle3_nb.checks.result import JsonResult
 from eagle3_nb.checks.target_match import preflight
-from eagle3_nb.defaults import DEFAULT_N_SAMPLES
 from eagle3_nb.drift import features_drift, mean_layer_similarity, weighted_mean
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.findings import given, release_given, sort_findings, summary_part
-from eagle3_nb.model import Wiring, as_engine_leaves, load_draft
-from eagle3_nb.session import (REFERENCE, FeatureSource, LiveFeatures, NotInDump, apply_threads,
-                               engines_with, load_dump_run, named_wirings, pick_device,
-                               read_prompts, target_once)
+from eagle3_nb.findings import given, release_given, sort_findings
+from eagle3_nb.model import Wiring, as_engine_leaves
+from eagle3_nb.session import (REFERENCE, FeatureSource, LiveFeatures, NotInDump, Session,
+                               engines_with, read_prompts)
 from eagle3_nb.trace import trace_shapes
 from eagle3_nb.uncertainty import paired_difference, ratio_se, verdict
 
-DEFAULT_WIRINGS = ("trained", "single_layer", "layers_plus_one")
+
+@dataclass(frozen=True)
+class HiddenStatesCheck(JsonResult):
+    """Notebook 03's answer (`data`, live or on dumps); its summary.json part is that answer
+    as it is."""
+    kind = "hidden_states"
+    notebook = "03_hidden_state_shapes"
 
 
 def check_hidden_states(checkpoint: str | Path, target: str | Path | None = None,
-                        prompts: str | Path | None = None, engines: list[str] | None = None,
-                        n_samples: int = DEFAULT_N_SAMPLES, device: str | None = None,
-                        wirings: tuple[str, ...] = DEFAULT_WIRINGS,
-                        hidden_states: str | Path | None = None,
-                        dump_layer_ids=None) -> dict[str, Any]:
-    """On the live target (prompts run through it), or on hidden-state dumps (hidden_states;
-    the target then only lends its config and embeddings: check_dumps below)."""
+                        prompts: str | Path | None = None,
+                        options: HiddenStateOptions | None = None) -> HiddenStatesCheck:
+    """On the live target (prompts run through it), or on hidden-state dumps
+    (options.hidden_states; the target then only lends its config and embeddings: check_dumps
+    below)."""
+    options = options or HiddenStateOptions()
     preflight(checkpoint, target)
-    if hidden_states:
-        return check_dumps(checkpoint, hidden_states, engines, n_samples, device, wirings, target,
-                           dump_layer_ids)
+    if options.hidden_states:
+        return check_dumps(checkpoint, options, target)
     if not target or not prompts:
         raise Eagle3NbError("no target (with prompts) and no hidden-state dumps",
                             "target / hidden_states",
                             "give the target model directory, or the engine's dumps")
-
-    dev, dtype = pick_device(device)
-    named = named_wirings(checkpoint, target, engines_with(engines, *wirings))
+    engines, wirings = options.engines, options.wirings
+    session = Session.current(options.device)
+    named = session.wirings(checkpoint, target, engines_with(engines, *wirings))
     cfg, info, presets = named.cfg, named.target_info, named.presets
     chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in named.profiles]
-    tgt = target_once(target, dev, dtype)
-    draft = load_draft(named.ckpt, dev, dtype, embed_from=target)
-    threads = apply_threads(tgt.model, draft)
-    samples = read_prompts(prompts, tgt, n_samples)
+    tgt = session.target(target)
+    draft = session.draft(named, target)
+    threads = session.use_threads(tgt.model, draft)
+    samples = read_prompts(prompts, tgt, options.n_samples)
     # one target pass per prompt serves every wiring's drift and the layer similarity
     live = LiveFeatures.run(tgt, samples)
     rows = compare_with_trained([evaluate_wiring(draft, live, w, presets["trained"])
                                  for w in chosen])
-    data = {"checkpoint": str(named.checkpoint), "target": str(target), "device": str(dev),
-            "dtype": str(dtype).replace("torch.", ""), "n_samples": len(samples),
+    data = {"checkpoint": str(named.checkpoint), "target": str(target),
+            "device": str(session.device), "dtype": str(session.dtype).replace("torch.", ""),
+            "n_samples": len(samples),
             "hidden_size": cfg.H, "trained_width": draft.fc.in_features,
             "num_layers": info.num_hidden_layers, "wirings": rows,
             "trained_layer_ids": list(presets["trained"].layer_ids or ()) or None,
             "layer_similarity": mean_layer_similarity(live.outs), "threads": threads.label(),
             "had": hidden_evidence(target, None, None, engines)}
     data["findings"] = [f.to_json() for f in sort_findings(hidden_findings(data))]
-    return data
+    return HiddenStatesCheck(data)
 
 
 def hidden_evidence(target, hidden_states, dump_layer_ids, engines,
@@ -142,13 +148,15 @@ def compare_with_trained(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @torch.no_grad()
-def check_dumps(checkpoint: str | Path, hidden_states: str | Path, engines: list[str] | None,
-                n_samples: int, device: str | None, wirings: tuple[str, ...],
-                target: str | Path | None = None, dump_layer_ids=None) -> dict[str, Any]:
-    """The same answer as hidden_check.check_hidden_states, from dumps (load_dump_run says what
-    target and dump_layer_ids give)."""
-    run = load_dump_run(checkpoint, hidden_states, engines_with(engines, *wirings), n_samples,
-                        device, target, dump_layer_ids)
+def check_dumps(checkpoint: str | Path, options: HiddenStateOptions,
+                target: str | Path | None = None) -> HiddenStatesCheck:
+    """The same answer as check_hidden_states, from dumps (load_dump_run says what target and
+    options.dump_layer_ids give)."""
+    hidden_states, dump_layer_ids = options.hidden_states, options.dump_layer_ids
+    engines, wirings = options.engines, options.wirings
+    run = Session.current(options.device).load_dumps(
+        checkpoint, hidden_states, engines_with(engines, *wirings), options.n_samples, target,
+        dump_layer_ids)
     presets, trained = run.presets, run.presets["trained"]
     chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in run.profiles]
     rows = compare_with_trained([evaluate_wiring(run.draft, run, w, trained) for w in chosen])
@@ -163,11 +171,4 @@ def check_dumps(checkpoint: str | Path, hidden_states: str | Path, engines: list
             "had": hidden_evidence(target, hidden_states, dump_layer_ids, engines,
                                    bool(run.samples[0].layer_ids))}
     data["findings"] = [f.to_json() for f in sort_findings(hidden_findings(data))]
-    return data
-
-
-
-def hidden_summary(data: dict[str, Any], notebook: str = "03_hidden_state_shapes"
-                   ) -> dict[str, Any]:
-    """Notebook 03's summary.json: the check's answer, as it is (live or on dumps)."""
-    return summary_part("hidden_states", notebook, data)
+    return HiddenStatesCheck(data)

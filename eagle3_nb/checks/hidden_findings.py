@@ -1,4 +1,4 @@
-"""Notebook 03's findings, from the dict `hidden_check.check_hidden_states` builds: engine wirings
+"""Notebook 03's findings, from the dict `checks.hidden.check_hidden_states` builds: engine wirings
 whose first-step accuracy collapses against the trained wiring, and engines that capture other
 target layers than training did, with what that measurably costs on this target.
 

@@ -17,10 +17,11 @@ from eagle3_nb.engines import resolve_engines
 from eagle3_nb.engines.registry import engine as registered
 from eagle3_nb.engines.facts import CHECKS
 from eagle3_nb.engines.planner import NEEDS, LoadPlan, plan_load
-from eagle3_nb.findings import (ERROR, INFO, NEXT_COMMANDS, WARNING, Finding, summary_part,
+from eagle3_nb.findings import (ERROR, INFO, NEXT_COMMANDS, WARNING, Finding,
                                 engine_codes, given, has_errors, release_given, sort_findings,
                                 verdict_line, verdicts)
 from eagle3_nb.io.checkpoint import Checkpoint, load_target_info, open_once, read_json
+from eagle3_nb.checks.result import CheckResult, JsonResult
 from eagle3_nb.checks.target_match import (NOT_A_DRAFT_TODO, embedding_findings, not_a_draft,
                                            not_a_draft_finding, target_findings)
 from eagle3_nb.checks.log import check_log
@@ -32,7 +33,12 @@ DEFAULT_STATS_BUDGET = 1 << 30
 
 
 @dataclass
-class Inspection:
+class Inspection(CheckResult):
+    """The answer of `eagle3-nb inspect` and notebook 01; to_json() is what --json prints and
+    what a report writes to its inspection.json (SavedInspection reads it back)."""
+    kind = "inspection"
+    notebook = "01_checkpoint_keys"
+
     checkpoint: Checkpoint
     config: DraftConfig
     layout: Layout
@@ -91,6 +97,9 @@ class Inspection:
             "unchecked": self.unchecked(),
             "overall": self.overall(),
         }
+
+    def summary_body(self) -> dict[str, Any]:
+        return inspection_digest(self.to_json())
 
     def evidence(self) -> dict[str, str]:
         """What this answer had to go on, and the flag that supplies what it did not."""
@@ -373,9 +382,19 @@ def _schema_row_json(row: SchemaRow) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- summary.json
 
-def read_inspection(path: str | Path, checkpoint: str | Path) -> dict[str, Any]:
-    """The inspection of CHECKPOINT that a report already made (Inspection.to_json, written to
-    its inspection.json): notebooks 00 and 01 show it rather than inspecting again."""
+@dataclass(frozen=True)
+class SavedInspection(JsonResult):
+    """An inspection a report already made, read back from its inspection.json
+    (Inspection.to_json): notebooks 00 and 01 show it rather than inspecting again."""
+    kind = "inspection"
+    notebook = "01_checkpoint_keys"
+
+    def summary_body(self) -> dict[str, Any]:
+        return inspection_digest(self.data)
+
+
+def read_inspection(path: str | Path, checkpoint: str | Path) -> SavedInspection:
+    """The inspection of CHECKPOINT that a report already made and wrote to PATH."""
     where = Path(path)
     data = read_json(where.parent, where.name)
     if data.get("kind") != "inspection":
@@ -385,11 +404,21 @@ def read_inspection(path: str | Path, checkpoint: str | Path) -> dict[str, Any]:
     if Path(str(data.get("checkpoint"))).resolve() != Path(checkpoint).resolve():
         raise Eagle3NbError(f"an inspection of {data.get('checkpoint')}, not of {checkpoint}",
                             str(where), "leave `inspection` empty to inspect this checkpoint")
-    return data
+    return SavedInspection(data)
 
 
-def inspection_summary(data: dict[str, Any], notebook: str = "") -> dict[str, Any]:
-    """The summary.json of notebook 01 (and the inspection part of the full report)."""
+def inspection_of(checkpoint: str | Path, inspection: str | Path = "",
+                  **options: Any) -> Inspection | SavedInspection:
+    """What notebooks 00 and 01 show: the report's inspection when INSPECTION names its
+    inspection.json, else CHECKPOINT inspected here (inspect_checkpoint with OPTIONS)."""
+    if inspection:
+        return read_inspection(inspection, checkpoint)
+    return inspect_checkpoint(checkpoint, **options)
+
+
+def inspection_digest(data: dict[str, Any]) -> dict[str, Any]:
+    """What an inspection's summary.json part holds (notebook 01's, and the inspection part of
+    notebook 00's), from its JSON form."""
     findings = data.get("findings", [])
     count = {s: sum(f["severity"] == s for f in findings) for s in ("error", "warning", "info")}
     stats = data.get("stats")
@@ -418,7 +447,7 @@ def inspection_summary(data: dict[str, Any], notebook: str = "") -> dict[str, An
         "unchecked": data.get("unchecked", []),
         "evidence": data.get("evidence"),
     }
-    return summary_part("inspection", notebook, out)
+    return out
 
 
 def _engine_digest(e: dict[str, Any]) -> dict[str, Any]:

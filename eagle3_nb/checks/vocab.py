@@ -3,25 +3,32 @@ validity per engine, corpus coverage, and the summary.json digest."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eagle3_nb.checks.result import JsonResult
 from eagle3_nb.engines import resolve_engines
-from eagle3_nb.findings import given, release_given, sort_findings, summary_part
+from eagle3_nb.findings import given, release_given, sort_findings
 from eagle3_nb.io.checkpoint import open_once
 from eagle3_nb.vocab import (VocabMapping, count_tokens, coverage, coverage_finding,
                              load_tokenizer, read_corpus)
 
 
-def vocab_mapping(path: str | Path) -> VocabMapping:
-    """The draft's d2t/t2d mapping, read from the checkpoint check_vocab opened (open_once): what
-    notebook 02's figures and lookup show beside the check's answer."""
-    ckpt = open_once(path)
-    return VocabMapping.from_checkpoint(ckpt, ckpt.config)
+@dataclass(frozen=True)
+class VocabCheck(JsonResult):
+    """The vocab answer of `eagle3-nb vocab` and notebook 02 (`data`, its JSON form), with the
+    mapping it read, which notebook 02's figures and lookup show."""
+    kind = "vocab"
+    notebook = "02_d2t_mapping"
+    mapping: VocabMapping
+
+    def summary_body(self) -> dict[str, Any]:
+        return vocab_digest(self.data)
 
 
 def check_vocab(path: str | Path, tokenizer: str | Path | None = None,
-                corpus: str | Path | None = None, engines: list[str] | None = None) -> dict[str, Any]:
+                corpus: str | Path | None = None, engines: list[str] | None = None) -> VocabCheck:
     """The vocab answer for one checkpoint: format with evidence, validity per engine, coverage."""
     ckpt = open_once(path)
     cfg = ckpt.config
@@ -43,7 +50,7 @@ def check_vocab(path: str | Path, tokenizer: str | Path | None = None,
                                      else cov["as_engines_read_it"])
     offsets = mapping.readings.get("offsets")
     view = mapping.engine_view(profiles)
-    return {"checkpoint": str(ckpt.path), "format": mapping.format,
+    data = {"checkpoint": str(ckpt.path), "format": mapping.format,
             "valid": mapping.valid(profiles), "draft_vocab_size": cfg.Vd,
             "target_vocab_size": cfg.vocab_size,
             "n_out_of_range": offsets.n_out_of_range if offsets else 0,
@@ -55,6 +62,7 @@ def check_vocab(path: str | Path, tokenizer: str | Path | None = None,
             "coverage": cov, "findings": [f.to_json() for f in sort_findings(findings)],
             "tokenizer": str(tokenizer) if tokenizer else None,
             "had": vocab_evidence(tokenizer, corpus, engines)}
+    return VocabCheck(data, mapping)
 
 
 def vocab_evidence(tokenizer, corpus, engines: list[str] | None) -> dict[str, str]:
@@ -64,11 +72,11 @@ def vocab_evidence(tokenizer, corpus, engines: list[str] | None) -> dict[str, st
             "corpus": given(corpus, "--corpus"), "engine release": release_given(engines)}
 
 
-def vocab_summary(data: dict[str, Any], notebook: str = "02_d2t_mapping") -> dict[str, Any]:
-    """The summary.json of notebook 02 from a `check_vocab` dict: format, validity, evidence,
-    findings, per-engine wrong / out-of-range counts, corpus coverage."""
+def vocab_digest(data: dict[str, Any]) -> dict[str, Any]:
+    """What notebook 02's summary.json part holds, from the vocab answer's JSON form: format,
+    validity, evidence, findings, per-engine wrong / out-of-range counts, corpus coverage."""
     findings = data.get("findings", [])
-    return summary_part("vocab", notebook, {
+    return {
         "checkpoint": data.get("checkpoint"),
         "format": data.get("format"),
         "valid": data.get("valid"),
@@ -90,4 +98,4 @@ def vocab_summary(data: dict[str, Any], notebook: str = "02_d2t_mapping") -> dic
         "coverage": data.get("coverage"),
         "tokenizer": data.get("tokenizer"),
         "had": data.get("had"),
-    })
+    }

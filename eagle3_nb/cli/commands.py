@@ -103,8 +103,8 @@ def cmd_vocab(args) -> int:
 
     from eagle3_nb.viz.text import vocab_text
 
-    return _emit(args, check_vocab(args.path, args.tokenizer, args.corpus, args.engine),
-                 vocab_text)
+    return _emit(args, check_vocab(args.path, args.tokenizer, args.corpus,
+                                   args.engine).to_json(), vocab_text)
 
 
 def cmd_data(args) -> int:
@@ -121,7 +121,7 @@ def cmd_data(args) -> int:
                       args.serve_context, args.config,
                       progress=not args.no_progress and sys.stderr.isatty(),
                       hidden_states=args.hidden_states, run_target=args.run_target)
-    return _emit(args, data, data_text)
+    return _emit(args, data.to_json(), data_text)
 
 
 def _emit(args, data: dict, render, checkpoint: str | None = None) -> int:
@@ -144,31 +144,28 @@ def cmd_log(args) -> int:
 
 def cmd_accept(args) -> int:
     from eagle3_nb.checks.acceptance import measure_acceptance
+    from eagle3_nb.checks.options import AcceptanceOptions
     from eagle3_nb.session import named_wirings
 
     if not args.checkpoint or not (args.target or args.hidden_states):
         raise Eagle3NbError("accept needs CHECKPOINT and --target DIR or --hidden-states DIR",
                             "accept", "for example: eagle3-nb accept DRAFT --target TARGET_DIR")
-    args.wiring = wiring_name(args.wiring)
-    if args.hidden_states:
-        return _accept_on_dumps(args)
+    options = AcceptanceOptions.from_args(args)
+    if options.hidden_states:
+        return _accept_on_dumps(args, options)
     if args.list_wirings:
         for name, w in named_wirings(args.checkpoint, args.target, args.engine).presets.items():
             print(f"{name:<30} {w.note}")
         return EXIT_OK
     prompts = args.prompts or str(samples_dir() / "prompts.jsonl")
-    if args.what_if or args.observed is not None:
-        return _accept_what_if(args, prompts)
-    if args.engine and args.wiring == "trained":  # the named releases beside the trained figure
+    if options.what_if:
+        return _accept_what_if(args, options, prompts)
+    if options.engines and options.wiring == "trained":  # the named releases beside trained
         from eagle3_nb.engines import resolve_engine
 
-        named = dict.fromkeys(resolve_engine(e).key for e in args.engine)
-        return _accept_what_if(args, prompts, ["trained", *named])
-    result = measure_acceptance(args.checkpoint, args.target, prompts, args.wiring,
-                                args.num_steps, args.max_new_tokens, args.n_samples, args.device,
-                                stop_at_eos=args.stop_at_eos, batch_size=args.batch_size,
-                                topk=args.topk, num_draft_tokens=args.num_draft_tokens,
-                                launch=args.launch, temperature=args.temperature)
+        named = dict.fromkeys(resolve_engine(e).key for e in options.engines)
+        return _accept_what_if(args, options, prompts, ["trained", *named])
+    result = measure_acceptance(args.checkpoint, args.target, prompts, options)
     stats = result.stats()
     if args.json:
         sys.stdout.write(json_text(stats) + "\n")
@@ -188,14 +185,10 @@ def _se(se: float | None) -> str:
     return f" ± {se:.3f}" if se is not None else ""
 
 
-def _accept_what_if(args, prompts: str, wirings: list[str] | None = None) -> int:
+def _accept_what_if(args, options, prompts: str, wirings: list[str] | None = None) -> int:
     from eagle3_nb.checks.acceptance import what_if
 
-    report = what_if(args.checkpoint, args.target, prompts, args.observed, args.num_steps,
-                     args.max_new_tokens, args.n_samples, args.device, wirings=wirings,
-                     batch_size=args.batch_size, engines=args.engine, topk=args.topk,
-                     num_draft_tokens=args.num_draft_tokens, launch=args.launch,
-                     temperature=args.temperature)
+    report = what_if(args.checkpoint, args.target, prompts, options, wirings)
     if args.json:
         sys.stdout.write(json_text(report) + "\n")
         return EXIT_OK
@@ -217,17 +210,18 @@ def _accept_what_if(args, prompts: str, wirings: list[str] | None = None) -> int
     return EXIT_OK
 
 
-def _accept_on_dumps(args) -> int:
+def _accept_on_dumps(args, options) -> int:
     """No target head: teacher-forced scoring against the recorded tokens, labelled as such."""
     from eagle3_nb.checks.acceptance import score_on_dumps
 
-    result = score_on_dumps(args.checkpoint, args.hidden_states,
-                            args.num_steps or DEFAULT_NUM_STEPS, [args.wiring],
-                            args.n_samples, args.device, args.target)[0]
+    result = score_on_dumps(args.checkpoint, options.hidden_states,
+                            options.num_steps or DEFAULT_NUM_STEPS, [options.wiring],
+                            options.n_samples, options.device, args.target)[0]
     if result.get("error") or result.get("unmeasured"):
-        raise Eagle3NbError(f"wiring {args.wiring}: {result.get('error') or result['unmeasured']}",
-                            "--wiring", "on dumps: a wiring whose layers the dump holds "
-                            "(trained, single_layer, the engines that capture them)")
+        why = result.get("error") or result["unmeasured"]
+        raise Eagle3NbError(f"wiring {options.wiring}: {why}", "--wiring",
+                            "on dumps: a wiring whose layers the dump holds (trained, "
+                            "single_layer, the engines that capture them)")
     if args.json:
         sys.stdout.write(json_text(result) + "\n")
     else:

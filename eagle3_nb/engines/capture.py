@@ -4,6 +4,8 @@ The data (engines/<engine>/data/capture.json) is generated from the engines' own
 release tag by tools/capture_table.py (docs/target-capture.md): for each served architecture
 name, contiguous release ranges with the class whose hook it gets (SGLang
 `set_eagle3_layers_to_capture`, vLLM `SupportsEagle3`) and the layer-id rule that hook applies.
+A table marked "partial" (TensorRT-LLM's, read by hand: engines/trtllm/data/capture.json) lists
+only the classes that were read: any other class stays unchecked there, never refused.
 """
 
 from __future__ import annotations
@@ -40,18 +42,25 @@ def capture_table(engine: str) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def surveyed_release(engine: str, version: str) -> str | None:
-    """The newest surveyed release not after VERSION (VERSION itself when it was surveyed)."""
+def _table_release(engine: str, version: str) -> str | None:
+    """The newest release in the table not after VERSION (VERSION itself when it is there)."""
     key = release_key(version)
     older = [r for r in capture_table(engine)["releases"] if release_key(r) <= key]
     return max(older, key=release_key) if older else None
+
+
+def surveyed_release(engine: str, version: str) -> str | None:
+    """The newest release not after VERSION whose survey lists every class the engine serves
+    (VERSION itself when it was surveyed); None for a partial table, whose silence about a
+    class says nothing."""
+    return None if capture_table(engine).get("partial") else _table_release(engine, version)
 
 
 def capture_fact(engine: str, version: str, architecture: str) -> CaptureFact | None:
     """What the engine release does with a target of this class; None when the table cannot
     say (no survey reaches the release, or the class is not in the table)."""
     table = capture_table(engine)
-    release = surveyed_release(engine, version)
+    release = _table_release(engine, version)
     ranges = table["architectures"].get(architecture)
     if release is None or ranges is None:
         return None

@@ -22,7 +22,10 @@ def engine_params(profile: EngineProfile, cfg: DraftConfig, num_aux: int,
             module != "embed_tokens" or switch_on(switch, cfg)
             for module, switch in profile.unused_unless):
         add("model.embed_tokens.weight", "embedding", (cfg.vocab_size, H))
-    add("model.fc.weight", "linear", (H, num_aux * Ht))
+    # an engine that drops fc's keys while use_aux_hidden_state is off builds no fc then either
+    fc_off = ("fc", "use_aux_hidden_state") in profile.drop_when_off
+    if not fc_off or cfg.use_aux_hidden_state.value:
+        add("model.fc.weight", "linear", (H, num_aux * Ht))
     if profile.has_input_norm and flags["norm_before_fc"]:
         add("model.input_norm.weight", "norm", (num_aux * Ht,))
     if profile.has_fc_norm and flags["fc_norm"]:
@@ -43,12 +46,14 @@ def engine_params(profile: EngineProfile, cfg: DraftConfig, num_aux: int,
             if cfg.attention_bias and profile.qkv_bias:
                 add(f"{p}self_attn.qkv_proj.bias", "linear", (rows,), shard)
         add(f"{p}self_attn.o_proj.weight", "linear", (H, nh * hd))
+        if cfg.attention_bias and profile.o_proj_bias:
+            add(f"{p}self_attn.o_proj.bias", "linear", (H,))
         if profile.has_q_k_norm and cfg.layer_model_type.startswith("qwen3"):
             add(f"{p}self_attn.q_norm.weight", "norm", (hd,))
             add(f"{p}self_attn.k_norm.weight", "norm", (hd,))
         _mlp_and_norms(profile, cfg, p, i, add)
     add("model.norm.weight", "norm", (H,))
-    if not cfg.tie_word_embeddings:
+    if not (cfg.tie_word_embeddings and profile.ties_lm_head):
         add("lm_head.weight", "lm_head", (cfg.Vd, H))
     if cfg.pruned_vocab or not profile.d2t_param_needs_pruned_vocab:
         add(profile.d2t_param, "vocab_map", (cfg.Vd,))
@@ -60,6 +65,10 @@ def _mlp_and_norms(profile: EngineProfile, cfg: DraftConfig, p: str, i: int, add
     add(f"{p}mlp.gate_up_proj.weight", "linear", (inter, H), 0)
     add(f"{p}mlp.gate_up_proj.weight", "linear", (inter, H), 1)
     add(f"{p}mlp.down_proj.weight", "linear", (H, inter))
+    if cfg.mlp_bias and profile.mlp_bias_params:
+        add(f"{p}mlp.gate_up_proj.bias", "linear", (inter,), 0)
+        add(f"{p}mlp.gate_up_proj.bias", "linear", (inter,), 1)
+        add(f"{p}mlp.down_proj.bias", "linear", (H,))
     if i == 0 or profile.extra_layers_have_input_norm:
         add(f"{p}input_layernorm.weight", "norm", (H,))
     add(f"{p}post_attention_layernorm.weight", "norm", (H,))

@@ -5,6 +5,7 @@ context length."""
 from __future__ import annotations
 
 from eagle3_nb.config import ABSENT, NORM_FLAGS, TRAINER_FLAG_DEFAULTS
+from eagle3_nb.engines.config_rules import breach, shown, value_text
 from eagle3_nb.engines.plan_state import PlanState
 from eagle3_nb.findings import ERROR, INFO, WARNING
 
@@ -67,9 +68,25 @@ class StartupChecks(PlanState):
         if p.missing_draft_vocab_error and cfg.draft_vocab_size.source == ABSENT:
             self.add("LOAD_ERROR", ERROR, p.missing_draft_vocab_error)
         ths = cfg.target_hidden_size
-        if p.target_hidden_null_breaks_fc and ths.present and ths.value is None:
+        if cfg.dialect in p.target_hidden_null_breaks_fc and ths.present and ths.value is None:
             self.add("LOAD_ERROR", ERROR, "target_hidden_size is null: the engine reads it with "
-                     "hasattr and builds fc with a None width; remove the key or set a number")
+                     "hasattr (or getattr with a default) and builds fc with a None width "
+                     "(TypeError: unsupported operand type(s) for *: 'NoneType' and 'int'); "
+                     "remove the key or set a number", cite=p.cites.get("target_hidden_null", ""))
+        self._check_config_rules()
+
+    def _check_config_rules(self) -> None:
+        """The config values the engine's config reader or draft class raises on (one finding
+        per field: the first rule it breaks)."""
+        raw, seen = self.cfg.raw, set()
+        for rule in self.p.config_rules:
+            how = breach(rule, raw) if rule.dialect == self.cfg.dialect else ""
+            if not how or rule.path in seen:
+                continue
+            seen.add(rule.path)
+            error = rule.error.format(value=value_text(raw, rule.path))
+            self.add("LOAD_ERROR", ERROR, f"{shown(rule, raw, how)}: {error}; fix it in "
+                     "config.json (a copy of it)", config_field=rule.path, cite=rule.cite)
 
     def _check_architecture(self) -> None:
         archs = self.cfg.architectures

@@ -27,6 +27,12 @@ class PlanState:
     def add(self, code, severity, message, **evidence):
         self.findings.append(Finding(code, severity, message, evidence, self.p.key))
 
+    def passed(self, key: str) -> bool:
+        """Whether a top-level config key reaches the draft class (a speculators converter
+        passes on only some: EngineProfile.speculators_keys_passed)."""
+        kept = self.p.speculators_keys_passed
+        return self.cfg.dialect != "speculators" or kept is None or key in kept
+
     def num_aux(self) -> int:
         """How many aux states the engine builds fc for (A of fc's A*Ht inputs)."""
         cfg = self.cfg
@@ -35,7 +41,7 @@ class PlanState:
         if self.p.fc_aux_count == "eagle_config_then_top_level_ids_then_3":
             ids = cfg.aux_layer_ids_nested or cfg.aux_layer_ids_top
             return len(ids) if ids else 3
-        if cfg.num_aux_hidden_states.value:
+        if cfg.num_aux_hidden_states.value and self.passed("num_aux_hidden_states"):
             return int(cfg.num_aux_hidden_states.value)
         if cfg.aux_layer_ids_nested:
             return len(cfg.aux_layer_ids_nested)

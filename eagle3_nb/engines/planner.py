@@ -67,7 +67,8 @@ DRAFT_CLASS_FIELDS = (
     "extra_layer_attn_norm", "extra_layers_have_hidden_norm", "flags", "drop_when_off",
     "missing_draft_vocab_error", "target_hidden_null_breaks_fc", "d2t_param",
     "d2t_param_needs_pruned_vocab", "fc_skip_when_width_is_hidden", "single_layer_param",
-    "regex_renames", "extra_layers_have_input_norm", "unused_unless")
+    "regex_renames", "extra_layers_have_input_norm", "unused_unless", "qkv_bias", "o_proj_bias",
+    "mlp_bias_params", "ties_lm_head")
 
 
 def draft_class_profile(profile: EngineProfile, cfg: DraftConfig) -> EngineProfile:

@@ -54,6 +54,23 @@ class FlagRule:
 
 
 @dataclass(frozen=True)
+class ConfigRule:
+    """A draft config field that makes the engine's config reader or draft class raise at
+    startup: when it is absent, null, of a JSON type the reader refuses, another value than
+    those the engine accepts, or a RoPE section without the keys its rope_type needs."""
+    dialect: str                             # "flat" | "speculators"
+    path: str                                # dotted key in config.json
+    fails_when: frozenset[str]               # of CONFIG_BREACHES
+    error: str                               # the engine's exception; {value}: the value given
+    types: tuple[str, ...] = ()              # JSON types accepted: "int", "float", "str", "bool"
+    allowed: tuple = ()                      # the only values accepted ("other_value")
+    cite: str = ""
+
+
+CONFIG_BREACHES = ("absent", "null", "wrong_type", "other_value", "rope_keys")
+
+
+@dataclass(frozen=True)
 class EngineProfile:
     name: str
     version: str                      # the release this answer is for (a profile: its newest release)
@@ -94,7 +111,9 @@ class EngineProfile:
     fc_skip_when_width_is_hidden: bool  # the draft skips fc when the input is H wide
     embed_policy: str                 # "target_unless_hidden_differs" | "own_if_present"
     lm_head_policy: str               # "target_if_draft_vocab_null" | "target_if_absent_and_full_vocab"
-    target_hidden_null_breaks_fc: bool
+    # dialects whose config path hands a null target_hidden_size to a draft class that builds
+    # fc with it (None * A: TypeError at startup)
+    target_hidden_null_breaks_fc: frozenset[str]
     missing_draft_vocab_error: str | None
     context_error: str | None         # startup error when the target context exceeds the draft's
     # target_id = draft_id + d2t[draft_id] in every engine read so far; without d2t, draft id i
@@ -112,7 +131,9 @@ class EngineProfile:
     drop_when_off: tuple[tuple[str, str], ...] = ()
     # parameters the checkpoint leaves unwritten: "silent", or "raise" (a strict loader check)
     missing_params: str = "silent"
-    qkv_bias: bool = True             # attention_bias drafts get q/k/v/o bias parameters
+    qkv_bias: bool = True             # attention_bias drafts get q/k/v bias parameters
+    o_proj_bias: bool = False         # attention_bias drafts get an o_proj bias parameter
+    mlp_bias_params: bool = False     # mlp_bias drafts get gate_up / down bias parameters
     # target gate by model_type before the target class is asked: (first release, substrings)
     # steps, the newest step not after the release applies; () = no such gate
     target_allowlist: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -155,6 +176,14 @@ class EngineProfile:
     # a speculators checkpoint served as the model names its verifier (the target): True when
     # the engine refuses a verifier that is a local path, so the target must be given explicitly
     refuses_local_verifier: bool = False
+    # config fields the engine's config reader or draft class refuses at startup
+    config_rules: tuple[ConfigRule, ...] = ()
+    # the draft class ties lm_head to embed_tokens when tie_word_embeddings is true (False: it
+    # builds its own lm_head whatever the config says)
+    ties_lm_head: bool = True
+    # speculators configs: the top-level keys the engine's converter passes on to the draft's
+    # config (None: each as the kit reads it); a key not passed is never seen by the draft class
+    speculators_keys_passed: frozenset[str] | None = None
     # the engine's MLA draft class (Eagle3DeepseekV2ForCausalLM) in the same releases, or None
     mla: "EngineProfile | None" = None
     cites: dict[str, str] = field(default_factory=dict)
@@ -172,6 +201,9 @@ class EngineProfile:
                 for fam in self.aux_sorted if fam not in self.aux_rules]
         bad += [f"flags[{n!r}] default for unknown dialect(s) {sorted(set(r.default) - set(DIALECTS))}"
                 for n, r in self.flags.items() if not set(r.default) <= set(DIALECTS)]
+        bad += [f"config rule {r.path}: fails_when {sorted(r.fails_when - set(CONFIG_BREACHES))} "
+                f"(each one of {CONFIG_BREACHES})" for r in self.config_rules
+                if not r.fails_when <= set(CONFIG_BREACHES)]
         if release_key(self.covers[0]) > release_key(self.covers[1]):
             bad.append(f"covers {self.covers} is empty")
         if bad:

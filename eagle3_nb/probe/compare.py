@@ -23,7 +23,8 @@ FILLED, IGNORED, ERRORED = "filled", "ignored", "error"
 _PLAN_FATE = {"loaded": FILLED, "renamed": FILLED, "dropped": IGNORED, "skipped": IGNORED,
               "error": ERRORED}
 # evidence keys of the planner's startup (build-time) LOAD_ERRORs
-_STARTUP_EVIDENCE = ("dialect", "layer_model_type", "architecture", "num_hidden_layers")
+_STARTUP_EVIDENCE = ("dialect", "layer_model_type", "architecture", "num_hidden_layers",
+                     "config_field", "field")
 _STARTUP_WORDS = ("draft_vocab_size", "target_hidden_size is null", "predates EAGLE-3")
 
 

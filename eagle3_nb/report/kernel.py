@@ -1,10 +1,11 @@
 """One kernel for every notebook of a report.
 
 The notebooks run one after another in the same kernel process, so what they share is loaded
-once: the imports (torch among them), the draft checkpoint (io.checkpoint.open_once), the target
-model (session.target_once) and the engine wirings planned from them. Between two notebooks the
-kernel's namespace is cleared and its working directory set to the next notebook's folder, so
-each notebook still sees only its own variables, as it does when opened alone in Jupyter.
+once: the imports (torch among them), the draft checkpoint (io.checkpoint.open_once), and the
+process's session.Session, with the target model and the engine wirings planned from them.
+Between two notebooks the kernel's namespace is cleared and its working directory set to the
+next notebook's folder, so each notebook still sees only its own variables, as it does when
+opened alone in Jupyter.
 
     with ReportKernel(kernel_name) as kernel:
         run_notebook(nb, out, params, kernel=kernel)   # for each notebook

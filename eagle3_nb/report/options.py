@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3_nb.checks.options import AcceptanceOptions
 from eagle3_nb.checks.target_match import preflight
 from eagle3_nb.config import draft_marker, token_id_list
 from eagle3_nb.engines import resolve_engines
@@ -127,9 +128,10 @@ def resolve_options(opts: ReportOptions) -> ReportOptions:
     if o.target is not None and (o.launch or o.observed):
         # notebook 04 simulates what the launch command or the engine's figure states: settings
         # it cannot afford are refused here, not as a failed notebook (imports torch)
-        from eagle3_nb.checks.acceptance import drafting_of_run
-        drafting_of_run(o.checkpoint, o.target, o.num_steps, o.topk, o.num_draft_tokens,
-                        o.launch, o.observed, o.engines or None)
+        from eagle3_nb.checks.drafting import drafting_of_run
+        drafting_of_run(o.checkpoint, o.target, AcceptanceOptions(
+            num_steps=o.num_steps, topk=o.topk, num_draft_tokens=o.num_draft_tokens,
+            launch=o.launch, observed=o.observed, engines=o.engines or None))
     o.notebooks = [Path(p).resolve() for p in (o.notebooks or _default_notebooks(o))]
     if not o.notebooks:
         raise Eagle3NbError("no notebooks found", str(notebooks_dir()), "notebooks/NN_name.ipynb")

@@ -1,4 +1,5 @@
-"""Renderers for notebook 03 (data: the dict `hidden_check.check_hidden_states` returns)."""
+"""Renderers for notebook 03 (data: the JSON form of `checks.hidden.check_hidden_states`'s
+answer)."""
 
 from __future__ import annotations
 

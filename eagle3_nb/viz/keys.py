@@ -14,8 +14,8 @@ from eagle3_nb.findings import CODES, SEVERITY_ORDER
 from eagle3_nb.findings import engine_codes, group_findings
 from eagle3_nb.viz.html import (AMBER, BLUE, GREEN, GREY, MUTED, RED, SEVERITY_COLORS,
                                 SOLID_DARK_RED, SOLID_GREEN, SOLID_RED, HTMLString, badge, cell,
-                                code, esc, fmt_num, fmt_shape, muted, note, panel, show, style,
-                                table)
+                                code, esc, evidence_note, fmt_num, fmt_shape, muted, note, panel,
+                                show, style, table)
 from eagle3_nb.viz.text import VERDICT_TEXT
 
 VERDICT_COLORS = {"ok": SOLID_GREEN, "silent_failure": SOLID_RED, "load_error": SOLID_DARK_RED}
@@ -107,7 +107,7 @@ def summary_html(data: dict[str, Any], display: bool = False) -> HTMLString:
          else muted("unknown: pass target_config to resolve layer ids and context length")),
     ]
     body = table(None, [[cell(esc(k), nowrap=True, extra=f"color:{MUTED}"), cell(v)]
-                            for k, v in rows])
+                            for k, v in rows]) + evidence_note(data.get("evidence"))
     return show(panel("Checkpoint", body), display)
 
 

@@ -1,5 +1,5 @@
 """Notebook 00's views and the report's index.html. Pure functions over plain dicts (an
-inspection's JSON form, `triage.top_findings` / `triage.engine_flags` rows, the report's
+inspection's JSON form, `Triage.top_findings` / `Triage.engine_flags` rows, the report's
 summary.json): HTML strings out, inline styles, no scripts, no network, everything from data
 escaped.
 """
@@ -43,14 +43,15 @@ def verdict_html(data: dict[str, Any], display: bool = False) -> HTMLString:
         badge(f"{counts[s]} {s}", SEVERITY_COLORS[s]) for s in SEVERITY_ORDER)
     body = (f'<div style="{style(margin="4px 0 8px 0")}">{_verdict_badges(verdicts(data))}</div>'
             f'<div style="{style(font_family="monospace", font_size="12px")}">'
-            f'{"<br>".join(esc(x) for x in verdict_line(data, sep=chr(10)).splitlines())}</div>')
+            f'{"<br>".join(esc(x) for x in verdict_line(data, sep=chr(10)).splitlines())}</div>'
+            + evidence_note(data.get("evidence")))
     sub = f"checkpoint {code(data.get('checkpoint'))}"
     return show(panel("Verdict " + head, body, sub), display)
 
 
 def top_findings_html(rows: list[dict[str, Any]], n_engines: int | None = None,
                       display: bool = False) -> HTMLString:
-    """`triage.top_findings` rows: severity, code, engines, what it means, what to try next."""
+    """`Triage.top_findings` rows: severity, code, engines, what it means, what to try next."""
     trs = []
     for r in rows:
         colors = SEVERITY_COLORS.get(r["severity"], GREY)
@@ -66,7 +67,7 @@ def top_findings_html(rows: list[dict[str, Any]], n_engines: int | None = None,
 
 
 def engine_flags_html(rows: list[dict[str, str]], display: bool = False) -> HTMLString:
-    """`triage.engine_flags` rows: the serving flags to check by hand."""
+    """`Triage.engine_flags` rows: the serving flags to check by hand."""
     trs = [[cell(esc(r["engine"]), nowrap=True), cell(code(r["flag"])), cell(esc(r["why"])),
             cell(muted(r["source"]))] for r in rows]
     body = table(["engine", "check", "why", "source"], trs) if trs else muted("no engines")
@@ -76,7 +77,7 @@ def engine_flags_html(rows: list[dict[str, str]], display: bool = False) -> HTML
 
 
 def ab_plan_html(rows: list[dict[str, str]], display: bool = False) -> HTMLString:
-    """`triage.crash_ab_plan` rows: for a crash no signature explains, the settings to change
+    """`Triage.ab_plan` rows: for a crash no signature explains, the settings to change
     one at a time, each with what it rules out when the crash goes away."""
     trs = [[cell(str(i), nowrap=True), cell(code(r["setting"])), cell(esc(r["rules_out"])),
             cell(muted(r["releases"]))] for i, r in enumerate(rows, 1)]

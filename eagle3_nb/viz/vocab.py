@@ -1,4 +1,4 @@
-"""Notebook 02's views: is the vocabulary mapping right? Pure functions: the `check_vocab` dict
+"""Notebook 02's views: is the vocabulary mapping right? Pure functions: the `check_vocab` JSON
 (`eagle3-nb vocab --json`) and/or a `VocabMapping` in, HTML string or plotly figure out.
 This module holds the verdict, the entries table, the engines and coverage panels; the figure is
 in vocab_figure, the lookup in vocab_lookup, the shared cells in vocab_cells.

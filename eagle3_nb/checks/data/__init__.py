@@ -8,6 +8,7 @@ and the trainer code they come from: docs/training-data.md.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from itertools import chain, islice
 from pathlib import Path
 from typing import Any, Iterator
@@ -18,8 +19,9 @@ from eagle3_nb.checks.data.judge import (coverage_findings, mask_findings, polic
 from eagle3_nb.checks.data.render import (ChatTemplate, has_think_marker, served_completions,
                                           specforge_mask, specforge_render, trainer_template)
 from eagle3_nb.checks.data.scan import Sample, Scan
+from eagle3_nb.checks.result import JsonResult
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.findings import SUMMARY_VERSION, given, sort_findings, summary_part
+from eagle3_nb.findings import SUMMARY_VERSION, given, sort_findings
 from eagle3_nb.io.training_data import (TrainConfig, TrainingFiles, discover, iter_rows,
                                         newest_mtime, read_train_config)
 
@@ -179,6 +181,22 @@ def _served_think(template: ChatTemplate | None) -> bool | None:
     return bool(done and done[0] is not None and has_think_marker(done[0]))
 
 
+@dataclass(frozen=True)
+class DataCheck(JsonResult):
+    """The answer of `eagle3-nb data` and notebook 05 (`data`, its JSON form); its
+    summary.json part holds the findings and the key numbers."""
+    kind = "data"
+    notebook = "05_training_data"
+
+    def summary_body(self) -> dict[str, Any]:
+        data = self.data
+        return {"path": data["path"], "stats": {k: data["stats"][k] for k in (
+                    "rows", "token_rows", "supervised_tokens", "supervised_share", "empty_rows")},
+                "vocab": data["vocab"], "policy": data.get("policy"), "dumps": data.get("dumps"),
+                "findings": data["findings"],
+                "bounded_by_max_rows": data["bounded_by_max_rows"], "had": data.get("had")}
+
+
 def check_data(path: str | Path, tokenizer: str | Path | None = None, template: str | None = None,
                chat_template: str | Path | None = None, serve_thinking: bool | None = None,
                draft: str | Path | None = None, target: str | Path | None = None,
@@ -186,7 +204,7 @@ def check_data(path: str | Path, tokenizer: str | Path | None = None, template: 
                max_length: int | None = None, serve_context: int | None = None,
                config: str | Path | None = None, progress: bool = False,
                hidden_states: str | Path | None = None, run_target: bool = False
-               ) -> dict[str, Any]:
+               ) -> DataCheck:
     """Checks 1-5, 7, 8 and 10 on a training-data file or directory (no torch); with
     hidden_states (dumps) checks 9 and 6 (6 needs the target's directory for its head), with
     run_target check 6 by running a small local target on the rows (both import torch)."""
@@ -226,7 +244,7 @@ def check_data(path: str | Path, tokenizer: str | Path | None = None, template: 
         "training dumps": given(hidden_states, "--hidden-states")}
     if keep is not None:
         _policy(result, keep, scan, drafted, target, hidden_states, run_target)
-    return result
+    return DataCheck(result)
 
 
 def _policy(result: dict[str, Any], rows, scan: Scan, drafted, target, hidden_states,
@@ -332,20 +350,10 @@ def _skipped(scan: Scan, has_template: bool, trainer_name, files: TrainingFiles)
     return out
 
 
-def data_summary(data: dict[str, Any], notebook: str = "05_training_data") -> dict[str, Any]:
-    """The notebook's summary.json: findings and the key numbers."""
-    return summary_part("data", notebook, {
-        "path": data["path"], "stats": {k: data["stats"][k] for k in (
-            "rows", "token_rows", "supervised_tokens", "supervised_share", "empty_rows")},
-        "vocab": data["vocab"], "policy": data.get("policy"), "dumps": data.get("dumps"),
-        "findings": data["findings"],
-        "bounded_by_max_rows": data["bounded_by_max_rows"], "had": data.get("had")})
-
-
 def check_data_parameters(train_data: str, tokenizer: str = "", chat_template: str = "",
                           template: str = "", serve_thinking: str = "", checkpoint: str = "",
                           target: str = "", prompts: str = "", max_rows: int = 0,
-                          hidden_states: str = "", run_target: bool = False) -> dict[str, Any]:
+                          hidden_states: str = "", run_target: bool = False) -> DataCheck:
     """check_data from a notebook's string parameters: "" is none, serve_thinking on|off|"",
     max_rows 0 is every row."""
     modes = {"on": True, "off": False, "": None}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from eagle3_nb.engines.config_rules import LENIENT_CONFIG, STRICT_CONFIG_ALL
 from eagle3_nb.engines.profile import (AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE,
                                        PLUS_ONE_IF_FIRST_IS_1, EngineProfile, FlagRule,
                                        earlier_range)
@@ -53,7 +54,8 @@ SGLANG_0_5_23 = EngineProfile(
     last_layer_capturable=False, graphs_use_default_ids=False,
     fc_skip_when_width_is_hidden=True,
     embed_policy="target_unless_hidden_differs", lm_head_policy="target_if_draft_vocab_null",
-    target_hidden_null_breaks_fc=True,
+    target_hidden_null_breaks_fc=frozenset({"flat"}),
+    config_rules=STRICT_CONFIG_ALL, qkv_bias=False, o_proj_bias=True,
     missing_draft_vocab_error=("config has no draft_vocab_size: LlamaForCausalLMEagle3.__init__ "
                                "reads it as a plain attribute (AttributeError, inferred from the code)"),
     context_error=("ValueError at startup: the target context exceeds the draft's "
@@ -84,6 +86,22 @@ SGLANG_0_5_23 = EngineProfile(
                                 "the process-wide backends [0.5.23]; the flag from 0.5.7 (PR "
                                 "#14843)",
         "extra_layers": "llama_eagle3.py L88-119 LlamaDecoderLayer.forward: layers >= 1 use hidden_norm",
+        "target_hidden_null": "llama_eagle3.py LlamaModel.__init__ L151-164 [0.5.23]: "
+                              "hasattr(config, 'target_hidden_size') then Linear(None * A, H); "
+                              "TypeError confirmed by tools/config_ablation.py on 0.5.23",
+        "qkv_bias": "llama_eagle3.py LlamaDecoderLayer.__init__ [0.5.23]: every draft layer "
+                    "replaces self_attn.qkv_proj with QKVParallelLinear(..., bias=False), so "
+                    "attention_bias builds only o_proj's bias (llama.py LlamaAttention: "
+                    "RowParallelLinear(bias=bias)); the draft's LlamaMLP has no bias; found by "
+                    "tools/config_ablation.py --keys on 0.5.9 and 0.5.23 (older ranges inherit "
+                    "it unread)",
+        "o_proj_bias": "as qkv_bias",
+        "config_rules": "the wheels pin transformers ==5.19.0 (0.5.22, 0.5.23), ==5.12.1 "
+                        "(0.5.16, 0.5.17, 0.5.20), ==5.8.1 (0.5.13), ==5.6.0 (0.5.11, 0.5.12) "
+                        "(METADATA Requires-Dist), all with the @strict LlamaConfig; "
+                        "get_config reads a flat draft config through AutoConfig "
+                        "(srt/utils/hf_transformers_utils.py); confirmed by "
+                        "tools/config_ablation.py on 0.5.23",
     },
 )
 
@@ -109,7 +127,7 @@ SGLANG_MLA_0_5_13 = replace(
     has_input_norm=False, has_fc_norm=True, extra_layers_have_hidden_norm=False,
     flags={"norm_before_residual": _NEVER, "norm_before_fc": _NEVER, "fc_norm": _TOP,
            "norm_output": _TOP},
-    missing_draft_vocab_error=None, target_hidden_null_breaks_fc=False,
+    missing_draft_vocab_error=None, target_hidden_null_breaks_fc=frozenset(),
     cites={**SGLANG_0_5_23.cites,
            "draft_attention": "kimi_k25_eagle3.py Eagle3MLADecoderLayer: DeepseekV2AttentionMLA "
                               "with fused_qkv_a_proj_with_mqa over 2H inputs (PR #24826, 0.5.12)",
@@ -185,8 +203,11 @@ SGLANG_0_5_8 = earlier_range(
     SGLANG_0_5_11, "0.5.8", "0.5.10.post1",
     {"graphs_use_default_ids": "cuda_graph_runner.py [0.4.9-0.5.10.post1]: "
      "set_eagle3_layers_to_capture() with no args before graph capture, so replayed decode "
-     "captures the defaults (fixed by PR #22836 in 0.5.11)"},
-    graphs_use_default_ids=True,
+     "captures the defaults (fixed by PR #22836 in 0.5.11)",
+     "config_rules": "the wheels pin transformers ==5.3.0 (0.5.10), ==4.57.1 (0.5.9) (METADATA "
+     "Requires-Dist): no @strict LlamaConfig (from 5.4.0), and 4.57.1 guesses a config class "
+     "from the path when model_type is absent; only the rules that hold on both"},
+    graphs_use_default_ids=True, config_rules=LENIENT_CONFIG,
 )
 SGLANG_0_5_7 = earlier_range(
     SGLANG_0_5_8, "0.5.7", "0.5.7",

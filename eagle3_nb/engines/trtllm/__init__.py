@@ -18,4 +18,7 @@ ENGINE = register(Engine(
     draft_rope=profiles.DRAFT_ROPE, package="tensorrt-llm", launch=launch.DIALECT,
     log=log.DIALECT, readers=metrics.READERS, figure_names=metrics.FIGURE_NAMES,
     probe="eagle3_nb.engines.trtllm.probe", flag_advice=advice.flag_rows, source=advice.SRC,
+    # the releases the samples' expectations were written for: one before PR #11010 (no
+    # layers.N -> midlayer rename), one in the newest range (samples/variants.py per_engine)
+    sample_releases=("1.2.1", "1.4.0rc1"),
 ))

@@ -64,7 +64,8 @@ TRTLLM_1_4 = EngineProfile(
     last_layer_capturable=True, graphs_use_default_ids=False,
     fc_skip_when_width_is_hidden=True,
     embed_policy="target_unless_hidden_differs", lm_head_policy="target_if_absent",
-    target_hidden_null_breaks_fc=True, missing_draft_vocab_error=None, context_error=None,
+    target_hidden_null_breaks_fc=frozenset({"flat"}), missing_draft_vocab_error=None,
+    context_error=None,
     default_ids_min_layers=6,
     default_ids_error='ValueError("Not enough hidden layers for default EAGLE3 capture") at '
                       "startup; give eagle3_layers_to_capture in the launch config",

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from eagle3_nb.engines.profile import (AS_IS, EngineProfile, FlagRule, earlier_range, later_range,
-                                       release_key)
+from eagle3_nb.engines.config_rules import LENIENT_CONFIG, ROPE_ERROR, STRICT_CONFIG_ALL
+from eagle3_nb.engines.profile import (AS_IS, ConfigRule, EngineProfile, FlagRule, earlier_range,
+                                       later_range, release_key)
 
 # registry.py _SPECULATIVE_DECODING_MODELS: EAGLE-3 draft names served by llama_eagle3, with the
 # release that registered each (the release survey, docs/engine-facts-vllm.md)
@@ -49,6 +50,52 @@ LOCAL_VERIFIER_0_32 = (
     "tokenizer = verifier_model` with no check, so a local verifier path is served")
 
 
+# vllm/transformers_utils/configs/speculators/: how vLLM reads a speculators config, read in the
+# 0.34.0 wheel and confirmed by tools/config_ablation.py on 0.34.0 (and 0.33.0)
+_SPEC_READER = ("transformers_utils/configs/speculators/base.py SpeculatorsConfig."
+                "extract_transformers_pre_trained_config and algos.py update_eagle3 [0.34.0]")
+_NO_LAYER_DEFAULT = ("{value}: vLLM builds the draft's config from transformer_layer_config as it "
+                     "stands (SpeculatorsConfig(**transformer_layer_config), no LlamaConfig "
+                     "defaults), so the draft class or the model config raises at startup "
+                     "(AttributeError: 'SpeculatorsConfig' object has no attribute ..., or a "
+                     "validation error for a null)")
+SPECULATORS_READER = (
+    ConfigRule("speculators", "speculators_config", frozenset({"absent", "null"}),
+               "vLLM reads a config as speculators only when speculators_config is not null "
+               "(transformers_utils/config.py get_config); without it AutoConfig raises "
+               "'Unrecognized model ... Should have a `model_type` key'", cite=_SPEC_READER),
+    ConfigRule("speculators", "speculators_model_type",
+               frozenset({"absent", "null", "wrong_type", "other_value"}),
+               "vLLM builds an EAGLE-3 draft only for speculators_model_type 'eagle3'; an "
+               "unknown type raises 'Expected one of: {{eagle3, peagle, dflash, ...}}' "
+               "(SpeculatorsConfig.extract_transformers_pre_trained_config), 'peagle' is refused "
+               "and 'dflash' builds another algorithm's draft", allowed=("eagle3",),
+               cite=_SPEC_READER),
+    ConfigRule("speculators", "transformer_layer_config.model_type", frozenset({"null"}),
+               "ValueError: Unsupported model_type None for Eagle3 speculator (update_eagle3 "
+               "reads model_type with a 'llama' default only when the key is absent)",
+               cite=_SPEC_READER),
+    ConfigRule("speculators", "transformer_layer_config.hidden_act",
+               frozenset({"absent", "null", "other_value"}),
+               "the Llama draft layer needs hidden_act 'silu' (absent: AttributeError: "
+               "'SpeculatorsConfig' object has no attribute 'hidden_act'; anything else: "
+               "ValueError: Unsupported activation: {value}. Only silu is supported for now.)",
+               allowed=("silu",), cite=_SPEC_READER + "; model_executor/models/llama.py LlamaMLP"),
+    ConfigRule("speculators", "transformer_layer_config.num_hidden_layers",
+               frozenset({"absent", "null"}), _NO_LAYER_DEFAULT, cite=_SPEC_READER),
+    ConfigRule("speculators", "transformer_layer_config.rms_norm_eps", frozenset({"absent"}),
+               _NO_LAYER_DEFAULT, cite=_SPEC_READER),
+    *(ConfigRule("speculators", f"transformer_layer_config.{key}", frozenset({"rope_keys"}),
+                 ROPE_ERROR, cite=_SPEC_READER + "; SpeculatorsConfig.__init__ -> "
+                 "PreTrainedConfig.__init__ validates the RoPE settings")
+      for key in ("rope_scaling", "rope_parameters")),
+)
+# update_eagle3 [0.34.0]: the only top-level keys copied into the draft's config
+SPECULATORS_KEYS_PASSED = frozenset({
+    "draft_vocab_size", "target_hidden_size", "norm_before_residual", "norm_before_fc",
+    "fc_norm", "norm_output", "eagle_aux_hidden_state_layer_ids"})
+
+
 VLLM_0_33 = EngineProfile(
     name="vllm", version="0.33", covers=("0.33.0", "0.33.0"),
     evidence="code of the 0.33.0 wheel (2026-11)",
@@ -83,7 +130,11 @@ VLLM_0_33 = EngineProfile(
     last_layer_capturable=True, graphs_use_default_ids=False,
     fc_skip_when_width_is_hidden=False,
     embed_policy="own_if_present", lm_head_policy="target_if_absent_and_full_vocab",
-    target_hidden_null_breaks_fc=False, missing_draft_vocab_error=None, context_error=None,
+    target_hidden_null_breaks_fc=frozenset({"flat"}), missing_draft_vocab_error=None,
+    context_error=None,
+    config_rules=STRICT_CONFIG_ALL + SPECULATORS_READER, ties_lm_head=False,
+    o_proj_bias=True, mlp_bias_params=True,
+    speculators_keys_passed=SPECULATORS_KEYS_PASSED,
     drop_when_off=(("input_norm", "norm_before_fc"), ("fc", "use_aux_hidden_state")),
     draft_model_type_errors={"deepseek_v3": (
         "the speculative config rewrites a deepseek_v3 draft config to model_type deepseek_mtp "
@@ -116,6 +167,30 @@ VLLM_0_33 = EngineProfile(
                                    "-> deepseek_mtp (vllm/config.py [0.8.5-0.10.0], "
                                    "vllm/config/speculative.py [0.10.1-0.33.0]); found by "
                                    "eagle3-nb probe on 0.33.0",
+        "target_hidden_null": "llama_eagle3.py LlamaModel.__init__ (qwen3_eagle3.py, "
+                              "deepseek_eagle3.py alike): getattr(config, 'target_hidden_size', "
+                              "hidden_size) * A [0.34.0] (hasattr in older releases), so a null "
+                              "is None * A: TypeError; speculators algos.py update_eagle3 passes "
+                              "it on only when not null. Found by tools/config_ablation.py on "
+                              "0.34.0 and 0.33.0 (the issue's report)",
+        "config_rules": "the wheels pin transformers >=5.16.1,<5.21.0 (0.33.0) and "
+                        ">=5.16.1,<5.23.0 (0.34.0) (METADATA Requires-Dist), with the @strict "
+                        "LlamaConfig; the speculators reader: " + _SPEC_READER,
+        "ties_lm_head": "llama_eagle3.py, qwen3_eagle3.py, deepseek_eagle3.py "
+                        "Eagle3*ForCausalLM.__init__: lm_head = ParallelLMHead(draft_vocab_size, "
+                        "H) whatever tie_word_embeddings says (read in 0.34.0; the older "
+                        "ranges inherit it unread); confirmed by tools/config_ablation.py",
+        "o_proj_bias": "model_executor/models/llama.py LlamaDecoderLayer.__init__: bias_o_proj "
+                       "= attention_bias, LlamaMLP(bias=mlp_bias) [0.34.0]; llama_eagle3.py "
+                       "replaces only qkv_proj (bias=attention_bias); found by "
+                       "tools/config_ablation.py --keys on 0.33.0 and 0.34.0 (older ranges "
+                       "inherit it unread)",
+        "mlp_bias_params": "as o_proj_bias",
+        "speculators_keys_passed": "algos.py update_eagle3 [0.34.0]: copies draft_vocab_size, "
+                                   "target_hidden_size (not null), the four norm flags and "
+                                   "eagle_aux_hidden_state_layer_ids; num_aux_hidden_states and "
+                                   "tie_word_embeddings stay behind (confirmed by "
+                                   "tools/config_ablation.py; older ranges inherit it unread)",
         "extra_layers": "llama_eagle3.py LlamaDecoderLayer.__init__: every layer builds "
                         "hidden_norm; forward: layers >= 1 take H inputs and use input_layernorm, "
                         "so their hidden_norm stays unwritten and unused (read in 0.11.1, 0.18.0, "
@@ -136,7 +211,7 @@ VLLM_MLA_0_25 = replace(
     stacked=((".fused_qkv_a_proj", ".q_a_proj", 0), (".fused_qkv_a_proj", ".kv_a_proj_with_mqa", 1),
              (".gate_up_proj", ".gate_proj", 0), (".gate_up_proj", ".up_proj", 1)),
     has_input_norm=False, has_q_k_norm=False, extra_layers_have_hidden_norm=True,
-    fc_aux_top_level_layer_types=frozenset(), drop_when_off=(),
+    fc_aux_top_level_layer_types=frozenset(), drop_when_off=(), mlp_bias_params=False,
     flags={"norm_before_residual": _READ, "norm_before_fc": _NOT_READ, "fc_norm": _READ,
            "norm_output": _READ},
     cites={**VLLM_0_33.cites,
@@ -148,7 +223,9 @@ VLLM_MLA_0_25 = replace(
                            "q_a_proj/kv_a_proj_with_mqa -> fused_qkv_a_proj shards; "
                            "AutoWeightsLoader raises on unknown names (0.25.0 on)",
            "norm_flags": "deepseek_eagle3.py: norm_before_residual, fc_norm, norm_output read "
-                         "with getattr (False); no input_norm / norm_before_fc"},
+                         "with getattr (False); no input_norm / norm_before_fc",
+           "mlp_bias_params": "deepseek_eagle3.py builds deepseek_v2.py DeepseekV2MLP, whose "
+                              "projections have bias=False [0.34.0]"},
 )
 VLLM_MLA_0_22 = replace(
     VLLM_MLA_0_25, covers=("0.22.0", "0.24.0"), unknown_keys="drop_silent",
@@ -174,8 +251,12 @@ _SPEC = "vllm/transformers_utils/configs/speculators/algos.py update_eagle3"
 # 0.30.0-0.32.0: no other watched field differs from 0.33.0 (the release survey); the verifier
 # check arrived in 0.33.0 (maybe_override_with_speculators read in the 0.32.0 and 0.33.0 wheels)
 VLLM_0_30 = earlier_range(
-    VLLM_0_33, "0.30.0", "0.32.0", {"refuses_local_verifier": LOCAL_VERIFIER_0_32},
-    refuses_local_verifier=False)
+    VLLM_0_33, "0.30.0", "0.32.0",
+    {"refuses_local_verifier": LOCAL_VERIFIER_0_32,
+     "config_rules": "the wheels pin transformers >=5.10.4 (0.30.0, 0.29.0), >=5.16.1 (0.32.0), "
+     ">=5.5.3 (0.24.0, 0.25.0) (METADATA Requires-Dist): the @strict LlamaConfig; the "
+     "speculators reader's rules were read in 0.33.0 and 0.34.0 only, so not asserted here"},
+    refuses_local_verifier=False, config_rules=STRICT_CONFIG_ALL)
 VLLM_0_25 = earlier_range(
     VLLM_0_30, "0.25.0", "0.29.0",
     {"d2t_param_needs_pruned_vocab": "llama_eagle3.py Eagle3LlamaForCausalLM.__init__ "
@@ -212,10 +293,14 @@ VLLM_0_22 = earlier_range(
      "speculators_layer_types": f"{_SPEC} [0.10.1-0.23.0]: any transformer_layer_config "
      "model_type accepted, architectures forced to Eagle3LlamaForCausalLM",
      "has_q_k_norm": "the Llama draft has no q_norm/k_norm: a qwen3 layer's keys raise",
-     "fc_aux_top_level_layer_types": "no qwen3_eagle3.py before 0.24.0"},
+     "fc_aux_top_level_layer_types": "no qwen3_eagle3.py before 0.24.0",
+     "config_rules": "the wheels pin transformers !=5.0.*-5.5.0,>=4.56.0 (0.20.0, 0.22.0, "
+     "0.23.0) and <5,>=4.56.0 (0.19.0, 0.18.0, 0.16.0) (METADATA Requires-Dist): a 4.x "
+     "LlamaConfig checks no field types and guesses a class from the path without model_type; "
+     "only the rules that hold on both sides"},
     architectures=_llama_drafts("0.23.0"),
     speculators_layer_types=frozenset({"*"}), has_q_k_norm=False,
-    fc_aux_top_level_layer_types=frozenset(),
+    fc_aux_top_level_layer_types=frozenset(), config_rules=LENIENT_CONFIG,
 )
 VLLM_0_20 = earlier_range(
     VLLM_0_22, "0.20.0", "0.21.0",

@@ -1,0 +1,150 @@
+"""Config fields the engines refuse at startup, as data (EngineProfile.config_rules), and the
+one check that applies them (plan_startup).
+
+The rules here are the engines' common ground: SGLang and vLLM read a flat draft config through
+transformers' AutoConfig (so transformers' config class decides which values start), and both
+build the Llama-style draft from their llama.py layers. Which rule sets a release gets follows
+the transformers its wheel pins (Requires-Dist), since that is the transformers it runs with.
+An engine's own reader (vLLM's speculators converter) keeps its rules in its profiles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eagle3_nb.engines.profile import ConfigRule
+
+_AUTO = ("transformers models/auto/configuration_auto.py AutoConfig.from_pretrained "
+         "(CONFIG_MAPPING[model_type]; read in the 4.57.1, 5.0.0, 5.19.0 and 5.23.0 code)")
+_STRICT = ("transformers models/llama/configuration_llama.py LlamaConfig: @strict "
+           "(huggingface_hub.dataclasses.strict) validates each field's annotated type, from "
+           "5.4.0 (not in 5.3.0; read in the 5.3.0, 5.4.0, 5.16.1, 5.19.0 and 5.23.0 wheels); "
+           "confirmed by the ablation (tools/config_ablation.py) on sglang 0.5.23 and vllm 0.34.0")
+_NO_PATH_GUESS = ("transformers configuration_auto.py AutoConfig.from_pretrained: without "
+                  "model_type, 5.0.0 and older guess the class from the path's words (`for "
+                  "pattern in sorted(CONFIG_MAPPING...)`); 5.2.0 on raise 'Unrecognized model' "
+                  "(read in the 5.0.0, 5.2.0 and 5.4.0 wheels)")
+_SILU = ("vllm model_executor/models/llama.py LlamaMLP.__init__ and sglang srt/models/llama.py "
+         "LlamaMLP.__init__: `if hidden_act != \"silu\": raise ValueError` (read in vllm 0.34.0, "
+         "sglang 0.5.23); the EAGLE-3 drafts build their decoder layer from these")
+_ROPE_BASE = ("the draft's rotary embedding computes base ** (arange / dim) from rope_theta "
+              "(vllm model_executor/layers/rotary_embedding, sglang srt/layers/rotary_embedding); "
+              "confirmed by the ablation on sglang 0.5.23 and vllm 0.34.0")
+
+_ROPE = ("transformers modeling_rope_utils.py rope validation (_check_received_keys: 'Missing "
+         "required keys in `rope_parameters` for rope_type ...'), run when the config object is "
+         "made (read in 4.57.1 and 5.23.0); confirmed by the ablation on sglang 0.5.23 and vllm "
+         "0.33.0 / 0.34.0")
+# rope_type -> the keys transformers' validation requires in both 4.x and 5.x and never fills in
+# itself (5.x standardisation supplies rope_theta and yarn's original context: left out here)
+ROPE_REQUIRED = {"linear": ("factor",), "dynamic": ("factor",), "yarn": ("factor",),
+                 "llama3": ("factor", "low_freq_factor", "high_freq_factor"),
+                 "longrope": ("short_factor", "long_factor")}
+ROPE_ERROR = "KeyError: Missing required keys in `rope_parameters` (transformers' rope validation)"
+
+# Every release that reads flat configs through AutoConfig: model_type names the config class,
+# and the config class validates its RoPE settings
+AUTOCONFIG = (
+    ConfigRule("flat", "model_type", frozenset({"null", "wrong_type"}),
+               "ValueError: the checkpoint has model type `{value}` but Transformers does not "
+               "recognize this architecture (AutoConfig)", types=("str",), cite=_AUTO),
+    ConfigRule("flat", "rope_scaling", frozenset({"rope_keys"}), ROPE_ERROR, cite=_ROPE),
+    ConfigRule("flat", "rope_parameters", frozenset({"rope_keys"}), ROPE_ERROR, cite=_ROPE),
+)
+
+# The Llama-style draft class of SGLang and vLLM, whatever the transformers
+LLAMA_DRAFT_LAYER = (
+    ConfigRule("flat", "hidden_act", frozenset({"null", "other_value"}),
+               "ValueError: Unsupported activation: {value}. Only silu is supported for now.",
+               allowed=("silu",), cite=_SILU),
+    ConfigRule("flat", "rope_theta", frozenset({"null"}),
+               "TypeError: unsupported operand type(s) for ** or pow(): 'NoneType' and 'Tensor' "
+               "(the rotary embedding's base)", cite=_ROPE_BASE),
+)
+
+# transformers 5.4+ (a release whose wheel pins it): LlamaConfig refuses a wrongly typed field,
+# and AutoConfig a config without model_type
+_TYPED = (("num_hidden_layers", "int"), ("rms_norm_eps", "float"), ("hidden_act", "str"),
+          ("attention_bias", "bool"), ("mlp_bias", "bool"), ("tie_word_embeddings", "bool"))
+STRICT_CONFIG = (
+    ConfigRule("flat", "model_type", frozenset({"absent"}),
+               "ValueError: Unrecognized model in DRAFT. Should have a `model_type` key in its "
+               "config.json (AutoConfig)", cite=_NO_PATH_GUESS),
+    *(ConfigRule("flat", key, frozenset({"null", "wrong_type"}),
+                 f"StrictDataclassFieldValidationError: Field '{key}' expected {kind} "
+                 "(transformers' LlamaConfig checks field types)", types=(kind,),
+                 cite=_STRICT) for key, kind in _TYPED),
+)
+
+# A release whose transformers pin allows both sides of 5.4 (vLLM 0.20-0.23: >=4.56.0, 5.0-5.5.0
+# excluded) gets only the rules that hold on both
+LENIENT_CONFIG = AUTOCONFIG + LLAMA_DRAFT_LAYER
+STRICT_CONFIG_ALL = AUTOCONFIG + STRICT_CONFIG + LLAMA_DRAFT_LAYER
+
+MISSING = object()   # lookup's answer for a field the config does not have
+
+
+def lookup(raw: dict[str, Any], path: str) -> Any:
+    """The value at a dotted PATH of a config (MISSING where any part is absent)."""
+    node: Any = raw
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return MISSING
+        node = node[part]
+    return node
+
+
+def _json_type(value: Any) -> str:
+    for kind, types in (("bool", bool), ("int", int), ("float", float), ("str", str),
+                        ("list", list), ("object", dict)):
+        if isinstance(value, types):
+            return kind
+    return type(value).__name__
+
+
+def breach(rule: ConfigRule, raw: dict[str, Any]) -> str:
+    """How the config breaks RULE ("absent", "null", "wrong_type", "other_value"), or ""."""
+    value = lookup(raw, rule.path)
+    if value is MISSING:
+        return "absent" if "absent" in rule.fails_when else ""
+    if value is None:
+        seen = "null" if "null" in rule.fails_when else ""
+        return seen or ("other_value" if rule.allowed and "other_value" in rule.fails_when
+                        else "")
+    if "rope_keys" in rule.fails_when:
+        return "rope_keys" if _rope_missing(value) else ""
+    if rule.types and _json_type(value) not in rule.types:
+        return "wrong_type" if "wrong_type" in rule.fails_when else ""
+    if rule.allowed and value not in rule.allowed and "other_value" in rule.fails_when:
+        return "other_value"
+    return ""
+
+
+def _rope_missing(value: Any) -> list[str]:
+    """The keys a RoPE section's rope_type (or legacy type) needs and does not have."""
+    if not isinstance(value, dict):
+        return []
+    kind = value.get("rope_type", value.get("type"))
+    return [k for k in ROPE_REQUIRED.get(kind, ()) if k not in value] if isinstance(kind, str) \
+        else []
+
+
+def shown(rule: ConfigRule, raw: dict[str, Any], how: str) -> str:
+    """'num_hidden_layers is null', 'model_type is absent', "attention_bias is 'false' (a JSON
+    str)"."""
+    value = lookup(raw, rule.path)
+    if how == "rope_keys":
+        kind = value.get("rope_type", value.get("type"))
+        return f"{rule.path} has rope_type {kind!r} without {', '.join(_rope_missing(value))}"
+    if how == "absent":
+        return f"{rule.path} is absent"
+    if value is None:
+        return f"{rule.path} is null"
+    text = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    return f"{rule.path} is {text}" + (f" (a JSON {_json_type(value)})" if how == "wrong_type"
+                                       else "")
+
+
+def value_text(raw: dict[str, Any], path: str) -> str:
+    value = lookup(raw, path)
+    return "None" if value is None or value is MISSING else str(value)[:40]

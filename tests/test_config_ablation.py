@@ -1,0 +1,121 @@
+"""The config-field ablation (tools/config_ablation.py): every config field the kit reads, absent,
+null, of the wrong type and contradicting another field, through each side environment's real
+loader; the kit's startup prediction must be the engine's on every variant the kit reads.
+
+The fast tests pin the tool's variants and the kit's answers that the engines showed; the slow
+ones run the engines (skipped with the reason where a side environment is missing)."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import config_ablation as ablation  # noqa: E402
+
+sys.path.remove(str(ROOT / "tools"))
+
+
+def _variant(name):
+    return next(v for v in ablation.variants() if v.name == name)
+
+
+def _tree_digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            h.update(str(path.relative_to(folder)).encode() + path.read_bytes())
+    return h.hexdigest()
+
+
+def test_variants_edit_one_field_of_a_copy(tmp_path):
+    before = _tree_digest(ablation.DRAFTS)
+    names = [v.name for v in ablation.variants()]
+    assert len(names) == len(set(names)) > 150
+    for name in ("flat.target_hidden_size.null", "spec.speculators_config.absent",
+                 "flat.num_hidden_layers.absent", "spec.num_aux_hidden_states.contradicts"):
+        folder = ablation.write_variant(_variant(name), tmp_path)
+        assert (folder / "model.safetensors").read_bytes() == \
+            (ablation.DRAFTS / _variant(name).base / "model.safetensors").read_bytes()
+    assert _tree_digest(ablation.DRAFTS) == before  # nothing written into data_samples
+
+
+@pytest.mark.parametrize("name, release, outcome", [
+    # vLLM 0.33.0 / 0.34.0 build fc as target_hidden_size * A: a null in a flat config is
+    # TypeError (the issue's case); the speculators converter drops the null
+    ("flat.target_hidden_size.null", "vllm==0.34.0", "raises"),
+    ("flat.target_hidden_size.null", "vllm==0.33", "raises"),
+    ("spec.base", "vllm==0.34.0", "starts"),
+    # transformers' @strict LlamaConfig (the releases' pins): a null layer count raises
+    ("flat.num_hidden_layers.null", "sglang==0.5.23", "raises"),
+    ("flat.attention_bias.wrong-type", "vllm==0.34.0", "raises"),
+    # vLLM builds its own lm_head whatever tie_word_embeddings says
+    ("flat.tie_word_embeddings.contradicts", "vllm==0.34.0", "starts"),
+    # vLLM's speculators converter does not pass num_aux_hidden_states on: fc stays 3 x H
+    ("spec.num_aux_hidden_states.contradicts", "vllm==0.34.0", "starts"),
+    ("spec.speculators_config.absent", "vllm==0.34.0", "raises"),
+])
+def test_kit_predictions_the_engines_showed(tmp_path, name, release, outcome):
+    folder = ablation.write_variant(_variant(name), tmp_path)
+    assert ablation.kit_prediction(folder, release)["outcome"] == outcome
+
+
+# ----------------------------------------------------------------------------- real engines
+
+def _env(spec: str) -> tuple[str, str]:
+    engine, _, release = spec.partition("==")
+    if not (ROOT / ".cache" / "engines" / f"{engine}-{release}" / ".ready").exists():
+        pytest.skip(f"no {engine} {release} side environment: tools/engine_env.sh {engine} "
+                    f"{release} (about a minute, 1 GB) sets it up")
+    fit = ablation.transformers_fit(engine, release)
+    if not fit["evidence"]:
+        pytest.skip(f"the {engine} {release} side environment runs transformers "
+                    f"{fit['running']}, which reads configs otherwise than the release's pin "
+                    f"({fit['pin']}): its config-reading outcomes are not the release's")
+    return engine, release
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", ablation.DEFAULT_ENGINES)
+def test_kit_predicts_every_variants_startup(spec):
+    results = ablation.ablate([_env(spec)], log=lambda _: None)
+    assert len(results) == len(ablation.variants())
+    wrong = [ablation._line(r) for r in results
+             if r.agreement in (ablation.DISAGREE, ablation.NOT_RUN)]
+    assert not wrong, "\n".join(wrong)
+    # a CPU artefact the kit answers for the GPU must still be one (else the entry is stale)
+    engine = spec.split("==")[0]
+    stale = [r.variant.name for r in results if (engine, r.variant.name) in
+             ablation.CPU_ARTEFACTS and r.agreement != ablation.ARTEFACT]
+    assert not stale, stale
+
+
+def _plan(tmp_path, name, release):
+    from eagle3_nb.engines import resolve_engine
+    from eagle3_nb.engines.planner import plan_load
+    from eagle3_nb.io.checkpoint import Checkpoint
+
+    ckpt = Checkpoint.open(ablation.write_variant(_variant(name), tmp_path))
+    return plan_load(resolve_engine(release), ckpt.config,
+                     {n: t.shape for n, t in ckpt.tensors.items()})
+
+
+def test_parameters_the_engines_built_key_by_key(tmp_path):
+    """What `tools/config_ablation.py --keys` saw the engines build, as the plan's parameters."""
+    vllm = _plan(tmp_path / "v", "flat.attention_bias.contradicts", "vllm==0.34.0").params
+    sglang = _plan(tmp_path / "s", "flat.attention_bias.contradicts", "sglang==0.5.23").params
+    assert "model.layers.0.self_attn.o_proj.bias" in vllm and \
+        "model.layers.0.self_attn.qkv_proj.bias" in vllm
+    assert "model.layers.0.self_attn.o_proj.bias" in sglang and \
+        "model.layers.0.self_attn.qkv_proj.bias" not in sglang
+    mlp = _plan(tmp_path / "m", "flat.mlp_bias.contradicts", "vllm==0.34.0").params
+    assert "model.layers.0.mlp.down_proj.bias" in mlp
+    no_aux = _plan(tmp_path / "f", "flat.eagle_config.use_aux_hidden_state.contradicts",
+                   "vllm==0.34.0").params
+    assert "model.fc.weight" not in no_aux
+    tied = _plan(tmp_path / "t", "flat.tie_word_embeddings.contradicts", "vllm==0.34.0").params
+    assert "lm_head.weight" in tied
