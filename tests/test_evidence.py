@@ -32,15 +32,16 @@ DRAFT = DRAFTS_DIR / "layers0-flat"
 
 
 def test_which_releases_a_run_simulates_follows_the_evidence():
-    named, why = evidence_engines(["sglang==0.5.9"], None, None)
-    assert named == ["sglang==0.5.9"] and "--engine" in why
+    named, why, had = evidence_engines(["sglang==0.5.9"], None, None)
+    assert named == ["sglang==0.5.9"] and "--engine" in why and had == "named (--engine)"
     stated = ObservedMetrics(engine="sglang", source="log", version_detected="0.5.9")
     assert evidence_engines(None, None, stated)[0] == ["sglang==0.5.9"]
     engine_only = ObservedMetrics(engine="vllm", source="log")
-    ranges, why = evidence_engines(None, None, engine_only)
+    ranges, why, had = evidence_engines(None, None, engine_only)
     assert ranges == [p.key for p in ENGINES["vllm"].profiles] and "not known" in why
+    assert had == "not known, vLLM's every release range simulated (--engine)"
     number = ObservedMetrics(engine="unknown", source="number", mean_accept_length=1.0)
-    ranges, _ = evidence_engines(None, None, number)
+    ranges, _, _ = evidence_engines(None, None, number)
     assert len(ranges) == sum(len(e.profiles) for e in ENGINES.values())
     assert evidence_engines(None, None, None)[0] is None  # each engine's newest
 
@@ -56,6 +57,12 @@ def test_an_observed_1_0_without_a_release_points_at_the_release_not_the_d2t():
     for name in ("d2t_absolute", "d2t_none"):
         assert rows[name]["ruled_out"] and not rows[name]["consistent"]
     assert "d2t" not in report["explanation"].split(";")[0]
+    from eagle3_nb.viz.acceptance import what_if_html
+
+    html = what_if_html(report)  # notebook 04 and the report show the same marks
+    d2t_row = html[html.index(">d2t_absolute<"):].split("</tr>")[0]
+    assert "ruled out" in d2t_row and "consistent" not in d2t_row
+    assert "valid offsets" in d2t_row
 
 
 @pytest.mark.slow
@@ -235,3 +242,41 @@ def test_notebooks_00_and_01_say_what_the_inspection_had():
     for html in (verdict_html(data), summary_html(data)):
         assert "evidence: checkpoint: given; target config: not given (--target-config)" in html
         assert "engine release: named (--engine)" in html and "log: not given (--log)" in html
+
+
+def test_accept_says_what_its_figures_rest_on(run_cli, tmp_path):
+    """Both accept answers, the one wiring measured and the what-if, start with the evidence
+    line, and a run without --engine says the release is not known rather than guessing."""
+    rc, out, err = run_cli("accept", DRAFT, "--target", SAMPLES / "target", "--n-samples", "2",
+                           "--max-new-tokens", "4", "--num-steps", "2", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["had"] == {
+        "checkpoint": "given", "target weights": "given (run live)",
+        "prompts": "not given, the bundled ones simulated (--prompts)",
+        "engine release": "not given, each engine's newest releases simulated (--engine)",
+        "launch command": "not given, the drafting settings defaulted (--launch)",
+        "observed figure": "not given (--observed)"}
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"prompt": "Say hello to the reader."}) + "\n")
+    rc, out, err = run_cli("accept", DRAFT, "--target", SAMPLES / "target", "--prompts", prompts,
+                           "--observed", "1.0", "--n-samples", "1", "--max-new-tokens", "4",
+                           "--num-steps", "2", "--wiring", "trained")
+    assert rc == 0, err
+    at, line = _evidence_line(out)
+    assert at == 1  # under the line that says which releases were simulated, before the table
+    assert out.startswith("your engine release is not known")
+    assert ("prompts: given; engine release: not known, every engine's every release range "
+            "simulated (--engine); launch command: not given, the drafting settings defaulted "
+            "(--launch); observed figure: given") in line
+
+
+def test_notebook_04_says_what_its_figures_rest_on():
+    from eagle3_nb.checks.acceptance import acceptance_evidence
+    from eagle3_nb.viz.acceptance import measured_on_html
+
+    had = acceptance_evidence(SAMPLES / "target", SAMPLES / "prompts.jsonl",
+                              AcceptanceOptions(engines=["vllm==0.34.0"], observed=1.2))
+    html = measured_on_html({"settings": "chain of 4 draft steps", "had": had})
+    assert "measured on: chain of 4 draft steps" in html
+    assert ("evidence: checkpoint: given; target weights: given (run live); prompts: not given, "
+            "the bundled ones simulated (--prompts); engine release: named (--engine)") in html

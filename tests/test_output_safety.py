@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -137,17 +138,37 @@ run_report(ReportOptions(checkpoint=Path({ckpt!r}), out=Path({out!r}), overwrite
 
 
 def start_report(out: Path) -> subprocess.Popen:
+    """The report in a child Python; its stderr goes to an unnamed file, not a pipe nobody reads
+    while it runs (a pipe that fills would stall the child and read as a hang)."""
     code = REPORT_CODE.format(ckpt=str(LAYERS0), out=str(out), cfg=str(TARGET_CONFIG),
                               nb=str(NB01))
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    err = tempfile.TemporaryFile()
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=err)
+    proc.err_file = err
+    return proc
+
+
+def stderr_of(proc: subprocess.Popen) -> str:
+    proc.err_file.seek(0)
+    return proc.err_file.read().decode(errors="replace")[-3000:]
+
+
+def stopped(proc: subprocess.Popen, timeout: float = 60) -> int:
+    """The child's exit code; a child still running after TIMEOUT is killed, and the test fails
+    with what it wrote."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"still running {timeout} s after the signal:\n{stderr_of(proc)}")
 
 
 def wait_for_staging(parent: Path, name: str, proc: subprocess.Popen, limit_s: float = 120):
     """Until the run is writing notebook output into its staging dir."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stderr.read()
+        assert proc.poll() is None, stderr_of(proc)
         for d in parent.glob(f".{name}.eagle3nb-tmp-*"):
             if any(d.glob("01_checkpoint_keys/*")):
                 return
@@ -169,7 +190,7 @@ def test_a_report_stopped_by_a_signal_leaves_nothing(tmp_path, sig):
     proc = start_report(out)
     wait_for_staging(tmp_path, "out", proc)
     proc.send_signal(sig)
-    assert proc.wait(timeout=60) != 0
+    assert stopped(proc) != 0, stderr_of(proc)
     assert not out.exists() and leftovers(tmp_path) == []
 
 
@@ -182,7 +203,7 @@ def test_a_killed_overwrite_keeps_the_previous_report_and_the_next_run_cleans_up
     proc = start_report(out)
     wait_for_staging(tmp_path, "out", proc)
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
+    stopped(proc)
     assert snapshot(out) == previous                      # the old report, complete
     left = leftovers(tmp_path)
     assert any(".eagle3nb-tmp-" in n for n in left) and any(n.endswith("-lock") for n in left)

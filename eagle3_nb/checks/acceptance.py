@@ -24,7 +24,8 @@ from eagle3_nb.checks.options import AcceptanceOptions
 from eagle3_nb.checks.result import CheckResult
 from eagle3_nb.checks.target_match import preflight
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.findings import ERROR, WARNING, Finding, collapses
+from eagle3_nb.findings import ERROR, WARNING, Finding, collapses, given
+from eagle3_nb.io.resources import samples_dir
 from eagle3_nb.model import as_engine_leaves
 from eagle3_nb.session import NotInDump, Session, engines_with, read_prompts
 from eagle3_nb.whatif import (at_floor, observed_accept_length, rank, rule_out, run_what_if,
@@ -53,6 +54,7 @@ class AcceptanceCheck(CheckResult):
     drafting: Drafting | None = None
     n_samples: int | None = None
     evidence: str = ""                 # which engine evidence decided the wirings simulated
+    had: dict[str, str] = field(default_factory=dict)  # acceptance_evidence
     threads: str = ""                  # torch's threads and why (session.choose_threads)
 
     def to_json(self) -> dict[str, Any]:
@@ -60,7 +62,7 @@ class AcceptanceCheck(CheckResult):
                 "num_steps": self.num_steps, "max_new_tokens": self.max_new_tokens,
                 "drafting": self.drafting.to_json() if self.drafting else None,
                 "n_samples": self.n_samples, "settings": self.settings_line(),
-                "evidence": self.evidence,
+                "evidence": self.evidence, "had": self.had,
                 "wiring": self.wiring,
                 "headline": self.result.stats() if self.result else None,
                 "compare": self.compare.stats() if self.compare else None,
@@ -90,12 +92,13 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
     preflight(checkpoint, target)
     obs = observed_of(options)
     drafting = run_drafting(checkpoint, target, options, obs, options.engines)
-    engines, evidence = evidence_engines(options.engines, launch_settings(options.launch),
-                                         obs if options.what_if else None)
+    engines, evidence, release = evidence_engines(
+        options.engines, launch_settings(options.launch), obs if options.what_if else None)
     check = AcceptanceCheck(str(checkpoint), str(target) if target else None,
                             drafting.num_steps, options.max_new_tokens, options.wiring,
                             observed=obs, drafting=drafting, n_samples=options.n_samples,
-                            evidence=evidence)
+                            evidence=evidence,
+                            had=acceptance_evidence(target, prompts, options, release))
     compare = options.compare
     if options.engines and compare is None and len(engines) == 1:
         from eagle3_nb.engines import resolve_engine
@@ -274,7 +277,8 @@ def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path,
     preflight(checkpoint, target)
     obs = observed_of(options)
     drafting = run_drafting(checkpoint, target, options, obs, options.engines)
-    engines, evidence = evidence_engines(options.engines, launch_settings(options.launch), obs)
+    engines, evidence, release = evidence_engines(options.engines,
+                                                  launch_settings(options.launch), obs)
     draft, tgt, presets = Session.current(options.device).load_for_run(
         checkpoint, target, engines_with(engines, *(wirings or [])))
     unknown = [w for w in wirings or [] if w not in presets]
@@ -290,11 +294,14 @@ def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path,
     return {"checkpoint": str(checkpoint), "num_steps": drafting.num_steps,
             "drafting": drafting.to_json(), "n_samples": options.n_samples,
             "max_new_tokens": options.max_new_tokens, "evidence": evidence,
+            "had": acceptance_evidence(target, prompts, options, release),
             "threads": tgt.threads.label(), **what_if_json(rows, obs)}
 
 
-def evidence_engines(engines: list[str] | None, launch, observed) -> tuple[list[str] | None, str]:
-    """The engine releases whose wirings a run simulates, and the line that says why.
+def evidence_engines(engines: list[str] | None, launch, observed
+                     ) -> tuple[list[str] | None, str, str]:
+    """The engine releases whose wirings a run simulates, the line that says why, and the
+    "engine release" entry of the evidence line (findings.evidence_line).
 
     A named release (--engine) decides. Else a release the observed figure states. Else, with
     an observed figure to explain, every release range of the engine it names (of every engine
@@ -303,20 +310,45 @@ def evidence_engines(engines: list[str] | None, launch, observed) -> tuple[list[
     from eagle3_nb.engines import engine as registered, engines as registered_all, resolve_engines
 
     if engines:
-        return engines, f"engine release: {', '.join(engines)} (--engine)"
+        return engines, f"engine release: {', '.join(engines)} (--engine)", "named (--engine)"
     name = getattr(observed, "engine", None) or getattr(launch, "engine", None)
     name = name if name in registered_all() else None
     version = getattr(observed, "version_detected", None)
     if name and version and version[0].isdigit():
-        return [f"{name}=={version}"], f"engine release: {name} {version} (the observed figure)"
+        return ([f"{name}=={version}"], f"engine release: {name} {version} (the observed figure)",
+                f"{name} {version}, from the observed figure")
     if observed is None:
         return None, ("engine release: not given, each engine's newest releases simulated "
                       "(--engine NAME==VERSION, --launch or --observed with the engine's log "
-                      "decide it)")
+                      "decide it)"), "not given, each engine's newest releases simulated (--engine)"
     ranges = [p.key for p in (registered(name).profiles if name else resolve_engines(["all"]))]
     who = registered(name).title if name else "every engine"
     return ranges, (f"your engine release is not known; these are the wirings that match: "
-                    f"{who}'s every release range (pass --engine NAME==VERSION to decide)")
+                    f"{who}'s every release range (pass --engine NAME==VERSION to decide)"), \
+        f"not known, {who}'s every release range simulated (--engine)"
+
+
+def acceptance_evidence(target, prompts, options: AcceptanceOptions, release: str | None = None
+                        ) -> dict[str, str]:
+    """What could change notebook 04's and `accept`'s answer, and the flag of each missing
+    piece: the target run live (or only the engine's dumps), the prompts, the engine release
+    (RELEASE: evidence_engines' entry; None: as a run without an observed figure says), the
+    launch command and the engine's own figure."""
+    if release is None:
+        release = evidence_engines(options.engines, None, None)[2]
+    bundled = Path(prompts or "").resolve() == (samples_dir() / "prompts.jsonl").resolve()
+    had = {"checkpoint": "given",
+           "target weights": "given (run live)" if target else
+           "not given, teacher-forced on the dumps only (--target)"}
+    if options.hidden_states:
+        had["hidden-state dumps"] = "given"
+    else:
+        had["prompts"] = ("not given, the bundled ones simulated (--prompts)"
+                         if bundled or not prompts else "given")
+    return {**had, "engine release": release,
+            "launch command": given(options.launch, "--launch",
+                                    "not given, the drafting settings defaulted"),
+            "observed figure": given(options.observed, "--observed")}
 
 
 def _d2t_evidence(checkpoint: str | Path) -> tuple[str | None, bool]:

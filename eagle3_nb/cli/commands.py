@@ -15,6 +15,7 @@ from eagle3_nb.engines.registry import engines
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.io.files import json_text
 from eagle3_nb.io.resources import samples_dir
+from eagle3_nb.viz.text import evidence_lines
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -72,8 +73,6 @@ def cmd_convert(args) -> int:
     if args.json:
         sys.stdout.write(json_text(summary) + "\n")
     else:
-        from eagle3_nb.viz.text import evidence_lines
-
         fixed = " but the repaired d2t" if "d2t_after" in result.checks else ""
         print(f"wrote {result.dst} ({len(result.renames)} keys renamed); copy "
               + (f"verified: every tensor byte-identical{fixed}" if result.verified
@@ -143,7 +142,7 @@ def cmd_log(args) -> int:
 
 
 def cmd_accept(args) -> int:
-    from eagle3_nb.checks.acceptance import measure_acceptance
+    from eagle3_nb.checks.acceptance import acceptance_evidence, measure_acceptance
     from eagle3_nb.checks.options import AcceptanceOptions
     from eagle3_nb.session import named_wirings
 
@@ -166,10 +165,11 @@ def cmd_accept(args) -> int:
         named = dict.fromkeys(resolve_engine(e).key for e in options.engines)
         return _accept_what_if(args, options, prompts, ["trained", *named])
     result = measure_acceptance(args.checkpoint, args.target, prompts, options)
-    stats = result.stats()
+    stats = {**result.stats(), "had": acceptance_evidence(args.target, prompts, options)}
     if args.json:
         sys.stdout.write(json_text(stats) + "\n")
     else:
+        print("\n".join(evidence_lines(stats["had"])))
         print(f"wiring {stats['wiring']}: mean accept length {stats['mean_accept_length']:.3f}"
               f"{_se(stats['mean_accept_length_se'])} ({stats['drafting']['label']}, from "
               f"{stats['drafting']['source']}; {stats['n_verify_steps']} verify steps, "
@@ -192,7 +192,7 @@ def _accept_what_if(args, options, prompts: str, wirings: list[str] | None = Non
     if args.json:
         sys.stdout.write(json_text(report) + "\n")
         return EXIT_OK
-    print(report["evidence"])
+    print("\n".join([report["evidence"], *evidence_lines(report["had"])]))
     print(f"{report['drafting']['label']} (from {report['drafting']['source']}), "
           f"{report['n_samples'] or 'every'} prompts, {report['max_new_tokens']} new tokens each; "
           f"{report['threads']}; ± one standard error by prompt")
@@ -212,11 +212,12 @@ def _accept_what_if(args, options, prompts: str, wirings: list[str] | None = Non
 
 def _accept_on_dumps(args, options) -> int:
     """No target head: teacher-forced scoring against the recorded tokens, labelled as such."""
-    from eagle3_nb.checks.acceptance import score_on_dumps
+    from eagle3_nb.checks.acceptance import acceptance_evidence, score_on_dumps
 
     result = score_on_dumps(args.checkpoint, options.hidden_states,
                             options.num_steps or DEFAULT_NUM_STEPS, [options.wiring],
                             options.n_samples, options.device, args.target)[0]
+    result = {**result, "had": acceptance_evidence(args.target, None, options)}
     if result.get("error") or result.get("unmeasured"):
         why = result.get("error") or result["unmeasured"]
         raise Eagle3NbError(f"wiring {options.wiring}: {why}", "--wiring",
@@ -225,6 +226,7 @@ def _accept_on_dumps(args, options) -> int:
     if args.json:
         sys.stdout.write(json_text(result) + "\n")
     else:
+        print("\n".join(evidence_lines(result["had"])))
         print(f"{result['metric']}, wiring {result['wiring']}, {result['n_samples']} dumps: "
               + ", ".join(f"step {j}: {a:.3f}" for j, a in enumerate(result["per_step_accuracy"])))
     return EXIT_OK
@@ -358,8 +360,6 @@ def cmd_observe(args) -> int:
     if args.json:
         print(obs.to_json())
     else:
-        from eagle3_nb.viz.text import evidence_lines
-
         print("\n".join([obs.headline(), *evidence_lines(obs.details["had"])]))
         if obs.details.get("settings"):
             print(f"  server settings: {obs.details['settings']} (for simulations)")
@@ -470,8 +470,6 @@ def cmd_probe(args) -> int:
     if args.json:
         print(json_text(with_advice({**result.to_json(), "had": had}, _inputs(args), args.draft)))
     else:
-        from eagle3_nb.viz.text import evidence_lines
-
         head, _, rest = result.summary().partition("\n")
         print("\n".join([head, *evidence_lines(had), *([rest] if rest else [])]))
     return EXIT_OK if result.agrees else EXIT_FINDINGS

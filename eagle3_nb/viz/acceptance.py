@@ -17,7 +17,8 @@ from typing import Any, Callable
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.findings import collapses
 from eagle3_nb.viz.html import (BLUE, GREEN, GREY, MONO, MUTED, RED, HTMLString, badge, cell, esc,
-                                fmt_num, muted, note, panel, show, style, table, versus_html)
+                                evidence_note, fmt_num, muted, note, panel, show, style, table,
+                                versus_html)
 
 PROMPT_TAIL = 24          # prompt tokens shown before the generated ones
 KIND_COLORS = {"accepted": GREEN, "bonus": BLUE, "rejected": RED, "first": GREY}
@@ -449,6 +450,13 @@ def context_heatmap(result, bucket: int = 16, conditional: bool = False, display
 
 # ----------------------------------------------------------------------------- what-if
 
+def measured_on_html(summary: dict[str, Any], display: bool = False) -> HTMLString:
+    """What every figure of notebook 04 was measured on, and the evidence the run had (the flag
+    of each missing piece that could change the answer)."""
+    return show(note(esc(f"measured on: {summary.get('settings') or '?'}"))
+                + evidence_note(summary.get("had")), display)
+
+
 def settings_text(what_if: dict[str, Any]) -> str:
     """The sample and settings a what-if table was measured on."""
     drafting = what_if.get("drafting") or {}
@@ -466,13 +474,14 @@ def what_if_html(what_if: dict[str, Any], display: bool = False) -> HTMLString:
         mal = r["mean_accept_length"]
         value = (badge("no run", RED, r["error"]) if r["error"] else
                  fmt_num(mal, 3) + muted(f" ± {fmt_num(r['standard_error'], 2)}"))
-        mark = badge("consistent", BLUE) if r["consistent"] else ""
+        mark = (badge("ruled out", GREY, r["ruled_out"]) if r.get("ruled_out") else
+                badge("consistent", BLUE) if r["consistent"] else "")
         colors = BLUE[1] if r["consistent"] else (RED[1] if r["error"] else None)
         rows.append(([cell(esc(r["wiring"]), nowrap=True), cell(value, align="right", nowrap=True),
                       cell(versus_html(r.get("vs_trained")), nowrap=True),
                       cell(_rates(r["per_position_acceptance"] or []) if mal else ""),
                       cell(fmt_num(r["distance"], 3), align="right"), cell(mark),
-                      cell(muted(r["error"] or r["note"]))], colors))
+                      cell(muted(r["error"] or r.get("ruled_out") or r["note"]))], colors))
     headers = ["wiring", "accept length ± se", "vs trained", "α per position",
                "|Δ| to observed", "", "what it is"]
     sub = (f"engine reported {fmt_num(observed, 3)} ({esc(what_if.get('observed_source'))})"
