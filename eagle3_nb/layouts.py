@@ -9,7 +9,9 @@ code (`model.`, `draft_model.`, `module.`, `_orig_mod.`) are detected and report
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Iterable, Mapping
 
 from eagle3_nb.config import DraftConfig
 
@@ -42,6 +44,52 @@ def split_key(name: str) -> KeyName:
     return KeyName(name, prefix, canonical_name(rest))
 
 
+@dataclass(frozen=True)
+class KeyMap:
+    """A checkpoint's tensor names, each split once (`KeyMap.of`; a Checkpoint keeps its own as
+    `key_map`): what the planner, the statistics and layout detection read instead of splitting
+    every name again at each question."""
+    keys: tuple[KeyName, ...]          # in the checkpoint's order
+    _by_name: Mapping[str, KeyName] = field(init=False, repr=False, compare=False)
+    # canonical name (the name itself for a key that is not EAGLE-3's) -> the name as stored;
+    # of two names with one canonical form, the later one
+    stored: Mapping[str, str] = field(init=False, repr=False, compare=False)
+    canonicals: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_by_name", MappingProxyType({k.original: k for k in self.keys}))
+        object.__setattr__(self, "stored", MappingProxyType(
+            {k.canonical or k.original: k.original for k in self.keys}))
+        object.__setattr__(self, "canonicals",
+                           frozenset(k.canonical for k in self.keys if k.canonical))
+
+    @classmethod
+    def of(cls, names: Iterable[str]) -> "KeyMap":
+        return cls(tuple(split_key(n) for n in names))
+
+    def covers(self, names: Iterable[str]) -> bool:
+        """Whether this is the map of exactly these names."""
+        return self._by_name.keys() == set(names)
+
+    def key(self, name: str) -> KeyName:
+        return self._by_name[name]
+
+    def canonical(self, name: str) -> str:
+        """The canonical name of a stored name ("" when it is not an EAGLE-3 key)."""
+        return self._by_name[name].canonical
+
+    def canonical_or_name(self, name: str) -> str:
+        return self._by_name[name].canonical or name
+
+    def has(self, canonical: str) -> bool:
+        """Whether some stored name has this canonical name."""
+        return canonical in self.canonicals
+
+    def original(self, canonical: str) -> str | None:
+        """The name a canonical name is stored under (None when absent)."""
+        return self.stored.get(canonical)
+
+
 def canonical_name(bare: str) -> str:
     if bare.startswith("midlayer."):
         return "layers.0." + bare[len("midlayer."):]
@@ -69,8 +117,9 @@ class Layout:
         return text
 
 
-def detect_layout(names: list[str]) -> Layout:
-    keys = [split_key(n) for n in names]
+def detect_layout(names: Iterable[str] | KeyMap) -> Layout:
+    """The key layout of a checkpoint: of its names, or of the map it already keeps."""
+    keys = (names if isinstance(names, KeyMap) else KeyMap.of(names)).keys
     eagle = any(k.original[len(k.prefix):].startswith("midlayer.") for k in keys)
     spec = any(k.original[len(k.prefix):].startswith("layers.") for k in keys)
     name = {(True, False): "eagle", (False, True): "speculators",
@@ -176,13 +225,16 @@ class SchemaRow:
     note: str = ""
 
 
-def schema_diff(cfg: DraftConfig, shapes: dict[str, tuple[int, ...]]) -> list[SchemaRow]:
-    """Compare checkpoint keys (original names -> shapes) with the config's promise."""
+def schema_diff(cfg: DraftConfig, shapes: dict[str, tuple[int, ...]],
+                key_map: KeyMap | None = None) -> list[SchemaRow]:
+    """Compare checkpoint keys (original names -> shapes) with the config's promise; KEY_MAP is
+    the map of the shapes' names when the caller has it."""
     schema = expected_schema(cfg)
+    key_map = KeyMap.of(shapes) if key_map is None else key_map
     by_canonical: dict[str, str] = {}
     rows: list[SchemaRow] = []
     for key in shapes:
-        k = split_key(key)
+        k = key_map.key(key)
         if k.canonical in schema:
             by_canonical[k.canonical] = key
         else:

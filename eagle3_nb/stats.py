@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
 from eagle3_nb.findings import ERROR, INFO, WARNING, Finding
-from eagle3_nb.layouts import split_key
+from eagle3_nb.layouts import KeyMap, split_key
 from eagle3_nb.io.safetensors import FLOAT_DTYPES, INT_DTYPES, TensorInfo, iter_chunks
 
 DEFAULT_BUDGET_BYTES = 1 << 30
@@ -67,11 +67,11 @@ class TensorStats:
     def n_finite(self) -> int:
         return self.numel - self.n_nan - self.n_inf
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, key_map: KeyMap | None = None) -> dict[str, Any]:
         out = asdict(self)
         out["shape"] = list(self.shape)
         out["kind"] = self.kind
-        out["flags"] = [list(f) for f in tensor_flags(out)]
+        out["flags"] = [list(f) for f in tensor_flags(out, key_map)]
         return out
 
 
@@ -86,30 +86,34 @@ class StatsResult:
     # first chunk of each skipped float tensor: catches NaN-initialised embeddings that the
     # budget leaves out (an 8B speculators draft's embed_tokens alone is over 1 GB)
     probes: dict[str, TensorStats] = field(default_factory=dict)
+    key_map: KeyMap | None = field(default=None, repr=False, compare=False)  # the checkpoint's
 
     def to_json(self) -> dict[str, Any]:
         return {"budget_bytes": self.budget_bytes, "scanned_bytes": self.scanned_bytes,
                 "skipped_bytes": self.skipped_bytes, "seconds": round(self.seconds, 6),
                 "skipped": list(self.skipped),
-                "stats": {name: s.to_json() for name, s in self.stats.items()},
-                "probes": {name: s.to_json() for name, s in self.probes.items()}}
+                "stats": {name: s.to_json(self.key_map) for name, s in self.stats.items()},
+                "probes": {name: s.to_json(self.key_map) for name, s in self.probes.items()}}
 
 
 # ----------------------------------------------------------------------------- scan order
 
-def canonical(name: str) -> str:
-    """The bare speculators-style name (wrapper prefixes stripped); the name itself otherwise."""
+def canonical(name: str, key_map: KeyMap | None = None) -> str:
+    """The bare speculators-style name (wrapper prefixes stripped); the name itself otherwise.
+    Read from KEY_MAP, the checkpoint's map, when given."""
+    if key_map is not None:
+        return key_map.canonical_or_name(name)
     return split_key(name).canonical or name
 
 
-def is_norm(name: str) -> bool:
-    return bool(_NORM.search(canonical(name)))
+def is_norm(name: str, key_map: KeyMap | None = None) -> bool:
+    return bool(_NORM.search(canonical(name, key_map)))
 
 
-def scan_order(names: Iterable[str]) -> list[str]:
+def scan_order(names: Iterable[str], key_map: KeyMap | None = None) -> list[str]:
     """lm_head, fc, embed_tokens, d2t, t2d, then norm weights, then the rest, each by name."""
     def key(name: str):
-        canon = canonical(name)
+        canon = canonical(name, key_map)
         if canon in PRIORITY_NAMES:
             group = PRIORITY_NAMES.index(canon)
         elif _NORM.search(canon):
@@ -133,9 +137,9 @@ def scan_stats(ckpt, budget_bytes: int = DEFAULT_BUDGET_BYTES, *,
     import numpy  # noqa: F401  (imported here so its import time is not counted as scanning)
 
     t0 = time.perf_counter()
-    result = StatsResult(budget_bytes=budget_bytes)
+    result = StatsResult(budget_bytes=budget_bytes, key_map=ckpt.key_map)
     scratch = _Scratch()
-    for name in scan_order(ckpt.tensors):
+    for name in scan_order(ckpt.tensors, ckpt.key_map):
         info: TensorInfo = ckpt.tensors[name]
         if result.scanned_bytes + info.nbytes > budget_bytes:
             result.skipped.append(name)
@@ -306,6 +310,7 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
     `ckpt` (optional) only supplies tensor sizes for the skipped list.
     """
     findings: list[Finding] = []
+    key_map = result.key_map
     floats = [s for s in result.stats.values() if s.kind == "float"]
     findings += _probe_findings(result)
 
@@ -325,7 +330,7 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
                          for s in bad}}))
 
     zero = [s for s in floats if s.numel and s.n_zero == s.numel and not (s.n_nan or s.n_inf)
-            and canonical(s.name).endswith("weight")]
+            and canonical(s.name, key_map).endswith("weight")]
     if zero:
         findings.append(Finding(
             "NAN_WEIGHTS", ERROR,
@@ -339,7 +344,7 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
 
     zero_names = {s.name for s in zero}
     constant = [s for s in floats if s.constant and s.numel > 1 and s.name not in zero_names
-                and not (s.n_nan or s.n_inf) and not is_norm(s.name)]
+                and not (s.n_nan or s.n_inf) and not is_norm(s.name, key_map)]
     if constant:
         findings.append(Finding(
             "NAN_WEIGHTS", ERROR,
@@ -351,7 +356,7 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
             "trained values. Re-export from the training checkpoint and compare with it.",
             {"tensors": {s.name: {"value": s.min, "shape": list(s.shape)} for s in constant}}))
 
-    ones = [s for s in floats if is_norm(s.name) and s.constant and s.min == 1.0
+    ones = [s for s in floats if is_norm(s.name, key_map) and s.constant and s.min == 1.0
             and not (s.n_nan or s.n_inf)]
     if ones:
         findings.append(Finding(
@@ -366,8 +371,8 @@ def stats_findings(result: StatsResult, ckpt=None) -> list[Finding]:
             "reported by the engine plan, not here.)",
             {"tensors": sorted(s.name for s in ones)}))
 
-    findings += _fresh_layer_findings(floats, _init_std(ckpt))
-    findings += _random_init_findings(floats, _init_std(ckpt), ckpt, findings)
+    findings += _fresh_layer_findings(floats, _init_std(ckpt), key_map)
+    findings += _random_init_findings(floats, _init_std(ckpt), ckpt, findings, key_map)
 
     if result.skipped:
         sizes = {}
@@ -401,19 +406,19 @@ def _init_std(ckpt) -> float:
     return float(value) if ok else DEFAULT_INIT_STD
 
 
-def _fresh_layer_findings(floats: list, init_std: float) -> list[Finding]:
+def _fresh_layer_findings(floats: list, init_std: float, key_map: KeyMap | None) -> list[Finding]:
     """A decoder layer whose norms are all exactly 1.0 and whose linear weights all look like
     normal(0, initializer_range) draws was initialised and never trained: a conversion that
     saved a freshly built layer for keys it could not match looks exactly like this."""
     layers: dict[str, list] = {}
     for s in floats:
-        m = _LAYER.match(canonical(s.name))
+        m = _LAYER.match(canonical(s.name, key_map))
         if m:
             layers.setdefault(m.group(1), []).append(s)
     fresh = {}
     for layer, stats in sorted(layers.items()):
-        norms = [s for s in stats if is_norm(s.name)]
-        linears = [s for s in stats if not is_norm(s.name) and len(s.shape) == 2]
+        norms = [s for s in stats if is_norm(s.name, key_map)]
+        linears = [s for s in stats if not is_norm(s.name, key_map) and len(s.shape) == 2]
         if not norms or not linears:
             continue
         untouched = all(s.constant and s.min == 1.0 for s in norms)
@@ -438,7 +443,8 @@ _ROW_SPREAD_FACTOR = 4.0
 _SAMPLED_ROWS = 64
 
 
-def _random_init_findings(floats: list, init_std: float, ckpt, found: list) -> list[Finding]:
+def _random_init_findings(floats: list, init_std: float, ckpt, found: list,
+                          key_map: KeyMap | None) -> list[Finding]:
     """Linear weights at their random initialisation under trained norms (a conversion that
     lost a key remap and saved strict=False init): mean 0, std initializer_range, and rows with
     no structure. Read from sampled rows of each candidate only (safetensors)."""
@@ -447,8 +453,8 @@ def _random_init_findings(floats: list, init_std: float, ckpt, found: list) -> l
     seen = {name for f in found if f.code == "NAN_WEIGHTS"
             for layer in (f.evidence.get("layers") or {}).values() for name in layer}
     # embed_tokens is left to EMBED_DIFFERS: only some releases serve the draft's own copy
-    candidates = [s for s in floats if len(s.shape) == 2 and not is_norm(s.name)
-                  and s.name not in seen and split_key(s.name).canonical != "embed_tokens.weight"
+    candidates = [s for s in floats if len(s.shape) == 2 and not is_norm(s.name, key_map)
+                  and s.name not in seen and canonical(s.name, key_map) != "embed_tokens.weight"
                   and s.std is not None and s.shape[1] >= 16
                   and abs(s.std - init_std) <= _INIT_STD_TOLERANCE * init_std
                   and abs(s.mean or 0.0) <= 0.1 * init_std]
@@ -517,10 +523,11 @@ def _gb(n: int) -> str:
     return f"{n} bytes"
 
 
-def tensor_flags(s: dict[str, Any]) -> list[tuple[str, str]]:
+def tensor_flags(s: dict[str, Any], key_map: KeyMap | None = None) -> list[tuple[str, str]]:
     """(label, severity) of what looks wrong in one tensor's statistics (NaN/Inf, all zeros,
-    constant, a norm weight still at its initial 1.0): one tensor's JSON row in, the labels the
-    notebook shows beside it out (stats_findings says the same as findings)."""
+    constant, a norm weight still at its initial 1.0): one tensor's JSON row in (KEY_MAP: its
+    checkpoint's map, when at hand), the labels the notebook shows beside it out (stats_findings
+    says the same as findings)."""
     out: list[tuple[str, str]] = []
     numel = s.get("numel") or 0
     if not _is_float_dtype(s.get("dtype", "")) or s.get("n_true") is not None or not numel:
@@ -531,9 +538,9 @@ def tensor_flags(s: dict[str, Any]) -> list[tuple[str, str]]:
     name = s.get("name", "")
     if s.get("n_zero") == numel and name.endswith("weight"):
         out.append(("all zeros: never trained?", "error"))
-    elif s.get("constant") and numel > 1 and not is_norm(name):
+    elif s.get("constant") and numel > 1 and not is_norm(name, key_map):
         out.append((f"constant {s.get('min'):.4g}: never trained?", "error"))
-    elif s.get("constant") and is_norm(name) and s.get("min") == 1.0:
+    elif s.get("constant") and is_norm(name, key_map) and s.get("min") == 1.0:
         out.append(("all 1.0: untouched norm?", "warning"))
     return out
 

@@ -20,9 +20,19 @@ def _record(event: str, what: str) -> None:
         f.write(json.dumps({"pid": os.getpid(), "event": event, "what": what}) + "\n")
 
 
+# every module that plans, imported before the patch (and before a test saves what it restores)
+PLANNING_MODULES = ("eagle3_nb.checks.load", "eagle3_nb.wirings")
+
+
+def import_planners() -> None:
+    import importlib
+
+    for name in PLANNING_MODULES:
+        importlib.import_module(name)
+
+
 def install() -> None:
-    import eagle3_nb.checks.load  # noqa: F401 - every module that plans, imported before the patch
-    import eagle3_nb.wirings  # noqa: F401
+    import_planners()
     from eagle3_nb.engines import planner
     from eagle3_nb.io.checkpoint import Checkpoint
 

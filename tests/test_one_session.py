@@ -36,6 +36,7 @@ def counted(tmp_path, monkeypatch):
     monkeypatch.setattr(checkpoint, "_OPENED", {})
 
     monkeypatch.setattr(Checkpoint, "open", Checkpoint.open)  # restored after the test
+    open_counter.import_planners()  # so that every patched plan_load is restored below
     plans = {name: m for name, m in list(__import__("sys").modules.items())
              if name.startswith("eagle3_nb") and getattr(m, "plan_load", None) is planner.plan_load}
     for m in plans.values():

@@ -19,7 +19,7 @@ from typing import Any
 
 from eagle3_nb.checks.load import inspect_checkpoint
 from eagle3_nb.findings import ERROR, WARNING, Finding
-from eagle3_nb.layouts import split_key
+from eagle3_nb.layouts import KeyMap
 
 # config fields whose change alters what an engine builds or captures
 STRUCTURAL = ("dialect", "architectures", "hidden_size", "num_hidden_layers", "vocab_size",
@@ -32,9 +32,10 @@ RANK = {"ok": 0, "silent_failure": 1, "load_error": 2}
 
 def diff_drafts(good: str | Path, other: str | Path, engines: list[str] | None = None,
                 target_config: str | Path | None = None) -> dict[str, Any]:
-    a = inspect_checkpoint(good, engines, target_config).to_json()
-    b = inspect_checkpoint(other, engines, target_config).to_json()
-    tensors = _tensor_rows(a, b)
+    first = inspect_checkpoint(good, engines, target_config)
+    second = inspect_checkpoint(other, engines, target_config)
+    a, b = first.to_json(), second.to_json()
+    tensors = _tensor_rows(a, b, first.checkpoint.key_map, second.checkpoint.key_map)
     config = _config_rows(a["config"], b["config"])
     verdicts = [{"profile": ea["profile"], "good": ea["verdict"], "other": eb["verdict"]}
                 for ea, eb in zip(a["engines"], b["engines"])]
@@ -62,17 +63,18 @@ def _layout(data: dict[str, Any]) -> str:
     return data["layout"] + (f" (prefix {', '.join(prefixes)})" if prefixes else "")
 
 
-def _by_canonical(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _by_canonical(data: dict[str, Any], keys: KeyMap) -> dict[str, dict[str, Any]]:
     stats = (data.get("stats") or {}).get("stats", {})
     out = {}
     for t in data["tensors"]:
-        name = split_key(t["name"]).canonical or t["name"]
+        name = keys.canonical_or_name(t["name"])
         out[name] = {**t, "stats": stats.get(t["name"])}
     return out
 
 
-def _tensor_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
-    ta, tb = _by_canonical(a), _by_canonical(b)
+def _tensor_rows(a: dict[str, Any], b: dict[str, Any], keys_a: KeyMap,
+                 keys_b: KeyMap) -> list[dict[str, Any]]:
+    ta, tb = _by_canonical(a, keys_a), _by_canonical(b, keys_b)
     rows = []
     for name in sorted(set(ta) | set(tb)):
         x, y = ta.get(name), tb.get(name)

@@ -26,7 +26,7 @@ from eagle3_nb.checks.target_match import (NOT_A_DRAFT_TODO, embedding_findings,
                                            not_a_draft_finding, target_findings)
 from eagle3_nb.checks.log import check_log
 from eagle3_nb.engines.launch import launch_findings, launch_from_args, read_launch
-from eagle3_nb.layouts import Layout, SchemaRow, detect_layout, schema_diff, split_key
+from eagle3_nb.layouts import Layout, SchemaRow, detect_layout, schema_diff
 from eagle3_nb.stats import scan_stats, stats_findings
 
 DEFAULT_STATS_BUDGET = 1 << 30
@@ -131,10 +131,10 @@ class Inspection(CheckResult):
             out.append(_item("tensor values", f"{len(self.stats.skipped)} tensor(s) beyond the "
                              "statistics budget were scanned only in part",
                              "raise --stats-budget"))
-        if self.vocab is None and "d2t" in {split_key(n).canonical for n in self.checkpoint.tensors}:
+        if self.vocab is None and self.checkpoint.key_map.has("d2t"):
             out.append(_item("d2t values", "not read (--no-stats): offsets vs absolute ids, "
                              "range and injectivity unchecked", "drop --no-stats, or eagle3-nb vocab"))
-        own_embed = "embed_tokens.weight" in self.checkpoint.canonical_keys
+        own_embed = self.checkpoint.key_map.has("embed_tokens.weight")
         if own_embed and (self.stats is None or not self.compared_embeddings):
             out.append(_item("embed_tokens", CHECKS["own_embed"],
                              "pass the target directory as --target-config, stats on"))
@@ -177,10 +177,10 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
         engines, release_from = [reading.profile], "from the log"
     profiles = resolve_engines(engines)
     shapes = {name: t.shape for name, t in ckpt.tensors.items()}
-    plans = [plan_load(p, cfg, shapes, target) for p in profiles]
+    plans = [plan_load(p, cfg, shapes, target, key_map=ckpt.key_map) for p in profiles]
     if not why:
         _settle_convert_advice(ckpt, plans, target)
-    schema = schema_diff(cfg, shapes)
+    schema = schema_diff(cfg, shapes, ckpt.key_map)
     findings = checkpoint_findings(ckpt, cfg, schema)
     if target is not None:
         findings += target_findings(cfg, target)
@@ -207,7 +207,7 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     weights_at = _target_weights_dir(target_config)
     if stats and weights_at is not None:
         findings += embedding_findings(ckpt, weights_at, plans)
-    return Inspection(ckpt, cfg, detect_layout(list(shapes)), target, plans, schema,
+    return Inspection(ckpt, cfg, detect_layout(ckpt.key_map), target, plans, schema,
                       stats_result, findings, vocab, compared_embeddings=weights_at is not None,
                       launch=settings, log=reading, release_from=release_from,
                       not_a_draft=not_a_draft_finding(why) if why else None)
@@ -269,7 +269,7 @@ def _settle_convert_advice(ckpt: Checkpoint, plans: list[LoadPlan], target) -> N
 def _settle_d2t_advice(ckpt: Checkpoint, findings: list[Finding]) -> list[Finding]:
     """A missing d2t is rebuilt by `convert --fix-d2t` only from a t2d the checkpoint ships:
     without one, the command would be refused, so the finding brings the step that is left."""
-    if "t2d" in {split_key(n).canonical for n in ckpt.tensors}:
+    if ckpt.key_map.has("t2d"):
         return findings
     step = ("no t2d in the checkpoint to rebuild d2t from (convert --fix-d2t needs one): "
             "rebuild d2t from the trainer's vocab mapping or token counts, in a copy")
@@ -346,7 +346,8 @@ def _aux_id_findings(cfg: DraftConfig) -> list[Finding]:
 
 
 def _aux_count_findings(ckpt: Checkpoint, cfg: DraftConfig) -> list[Finding]:
-    fc = next((t for t in ckpt.tensors.values() if split_key(t.name).canonical == "fc.weight"), None)
+    keys = ckpt.key_map
+    fc = next((t for n, t in ckpt.tensors.items() if keys.canonical(n) == "fc.weight"), None)
     ids = cfg.aux_layer_ids.value
     if fc is None or len(fc.shape) != 2 or not ids or fc.shape[1] % cfg.Ht:
         return []
@@ -364,8 +365,7 @@ def _item(what: str, why: str, how: str) -> dict[str, str]:
 
 def _vocab_presence_findings(ckpt: Checkpoint, cfg: DraftConfig) -> list[Finding]:
     """Header-only vocab check (--no-stats): the full one reads d2t/t2d (eagle3_nb.vocab)."""
-    names = set(ckpt.canonical_keys)
-    if cfg.pruned_vocab and "d2t" not in names:
+    if cfg.pruned_vocab and not ckpt.key_map.has("d2t"):
         return [Finding("D2T_MISSING", ERROR, f"draft vocab {cfg.Vd} < target vocab "
                         f"{cfg.vocab_size} but there is no d2t table: every engine uses draft ids "
                         "as target ids (silent garbage); rebuild d2t from the training token "

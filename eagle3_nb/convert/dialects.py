@@ -18,7 +18,7 @@ from eagle3_nb.convert.plan import PlannedTensor, Target
 from eagle3_nb.engines.facts import CONVERSION as FACTS
 from eagle3_nb.engines.planner import flat_aux_ids, plan_load, trained_aux_indices
 from eagle3_nb.io.checkpoint import Checkpoint
-from eagle3_nb.layouts import layer_index, split_key
+from eagle3_nb.layouts import layer_index
 
 FLAT_ARCH = "LlamaForCausalLMEagle3"          # what a flat config names (FACTS["flat_arch"])
 SPECULATORS_ARCH = "Eagle3DraftModel"
@@ -172,7 +172,7 @@ def _speculators_from_flat(raw: dict[str, Any], cfg: DraftConfig, entries: list[
         changes.append(ConfigChange("transformer_layer_config.model_type", ABSENT, "llama",
                                     "speculators dispatches the layer config on model_type; "
                                     "none given, Llama assumed"))
-    n_layers = 1 + max((layer_index(split_key(e.new).canonical) or 0 for e in entries), default=0)
+    n_layers = 1 + max((layer_index(e.canonical) or 0 for e in entries), default=0)
     if "num_hidden_layers" not in layer:
         layer["num_hidden_layers"] = n_layers
         changes.append(ConfigChange("transformer_layer_config.num_hidden_layers", ABSENT, n_layers,
@@ -187,8 +187,7 @@ def _speculators_from_flat(raw: dict[str, Any], cfg: DraftConfig, entries: list[
     # draft vocab: must be explicit, speculators defaults a missing value to 32000
     dvs = raw.get("draft_vocab_size")
     if dvs is None:
-        lm = next((e.info.shape for e in entries if split_key(e.new).canonical == "lm_head.weight"),
-                  None)
+        lm = next((e.info.shape for e in entries if e.canonical == "lm_head.weight"), None)
         dvs = lm[0] if lm else cfg.vocab_size
         changes.append(ConfigChange("draft_vocab_size", raw.get("draft_vocab_size", ABSENT), dvs,
                                     "speculators needs an integer (its default is 32000): taken "
@@ -313,7 +312,7 @@ def _flat_warnings(out: dict[str, Any], entries: list[PlannedTensor]) -> list[st
     if out.get("eagle_aux_hidden_state_layer_ids") and not eagle.get(
             "eagle_aux_hidden_state_layer_ids"):
         warnings.append(FACTS["top_level_ids"])
-    names = {split_key(e.new).canonical or e.new for e in entries}
+    names = {e.canonical or e.new for e in entries}
     layers = sorted({i for n in names if (i := layer_index(n))})
     lacking = [i for i in layers if f"layers.{i}.hidden_norm.weight" not in names]
     if lacking:
@@ -330,7 +329,8 @@ def ids_where_the_engine_reads(profile, ckpt: Checkpoint, config: dict) -> list[
     if "speculators_config" in config or "eagle_aux_hidden_state_layer_ids" in config \
             or not cfg.aux_layer_ids.present:
         return []
-    plan = plan_load(profile, cfg, {n: t.shape for n, t in ckpt.tensors.items()})
+    plan = plan_load(profile, cfg, {n: t.shape for n, t in ckpt.tensors.items()},
+                     key_map=ckpt.key_map)
     trained, why = trained_aux_indices(cfg, None)
     if plan.aux.source != "default" or not trained or "top_level" not in profile.aux_id_sources:
         return []

@@ -14,7 +14,7 @@ from eagle3_nb.engines.facts import CONVERSION as FACTS
 from eagle3_nb.errors import ConversionError
 from eagle3_nb.io.checkpoint import Checkpoint
 from eagle3_nb.io.safetensors import TensorInfo
-from eagle3_nb.layouts import layer_index, split_key
+from eagle3_nb.layouts import KeyName, layer_index, split_key
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,13 @@ class PlannedTensor:
     info: TensorInfo      # source tensor (file relative to the source dir)
     out_file: str         # output file name relative to DST
     data: bytes | None = None   # replacement bytes (--fix-d2t); None: the source's bytes
+    # the canonical name ("" for a key that is not EAGLE-3's): a rename keeps the source key's,
+    # which the source's key map already holds; when not given, read from `new`
+    canonical: str | None = None
+
+    def __post_init__(self):
+        if self.canonical is None:
+            object.__setattr__(self, "canonical", split_key(self.new).canonical)
 
 
 def resolve_target(to: str | None, engine: str | None, fix_d2t: bool = False) -> Target:
@@ -65,8 +72,8 @@ def target_for_engine(profile) -> Target:
                                 "wrapper prefixes stripped")
 
 
-def _new_name(original: str, target: Target, warnings: list[str]) -> str:
-    k = split_key(original)
+def _new_name(k: KeyName, target: Target, warnings: list[str]) -> str:
+    original = k.original
     if not k.canonical:
         warnings.append(f"tensor {original!r} is not an EAGLE-3 key: copied under its own name "
                         + FACTS["unknown_key"])
@@ -85,15 +92,16 @@ def plan_keys(ckpt: Checkpoint, target: Target) -> tuple[list[PlannedTensor], li
     entries: list[PlannedTensor] = []
     seen: dict[str, str] = {}
     for name, info in ckpt.tensors.items():
-        new = _new_name(name, target, warnings)
+        key = ckpt.key_map.key(name)
+        new = _new_name(key, target, warnings)
         if new in seen:
             raise ConversionError(f"keys {seen[new]!r} and {name!r} both become {new!r}",
                                   str(ckpt.path), "the checkpoint mixes layouts for the same "
                                   "tensor; decide which copy is stale (the kit will not guess)")
         seen[new] = name
         out_file = "model.safetensors" if ckpt.format == "pickle" else info.file
-        entries.append(PlannedTensor(name, new, info, out_file))
-    extra = sorted({i for e in entries if (i := layer_index(split_key(e.new).canonical or e.new))})
+        entries.append(PlannedTensor(name, new, info, out_file, canonical=key.canonical))
+    extra = sorted({i for e in entries if (i := layer_index(e.canonical or e.new))})
     if target.keys == "midlayer" and extra:
         warnings.append(f"multi-layer draft: only layer 0 becomes midlayer.*; layers "
                         f"{', '.join(map(str, extra))} keep their layers.N.* keys, and "

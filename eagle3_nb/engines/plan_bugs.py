@@ -8,7 +8,6 @@ from eagle3_nb.engines.bugs import affects, bugs_in
 from eagle3_nb.engines.load_plan import AuxPlan
 from eagle3_nb.engines.plan_state import PlanState
 from eagle3_nb.findings import ERROR, INFO, WARNING
-from eagle3_nb.layouts import split_key
 
 
 def _multimodal(target: TargetInfo | None) -> bool:
@@ -30,7 +29,7 @@ BUG_CONDITIONS = {
     "multimodal_target": lambda c: _multimodal(c.target),
     "target_minimax_m2": lambda c: c.target is not None
     and any("MiniMaxM2" in a for a in c.target.architectures),
-    "no_d2t": lambda c: not any(split_key(k).canonical == "d2t" for k in c.shapes),
+    "no_d2t": lambda c: not c.key_map.has("d2t"),
     "target_llama4": lambda c: c.target is not None
     and c.target.model_type.lower() in ("llama4", "llama4_text"),
     "target_fp8": lambda c: c.target is not None and "fp8" in (c.target.quantization or "").lower(),

@@ -1,6 +1,6 @@
 """The working state of one load plan, which the plan's steps (plan_startup, plan_weights,
-plan_aux, plan_bugs) share: the profile, the draft's config and shapes, the target, and the
-findings so far."""
+plan_aux, plan_bugs) share: the profile, the draft's config, shapes and key map, the target,
+and the findings so far."""
 
 from __future__ import annotations
 
@@ -8,15 +8,17 @@ from eagle3_nb.config import DraftConfig, TargetInfo
 from eagle3_nb.engines.load_plan import ParamSpec
 from eagle3_nb.engines.profile import EngineProfile
 from eagle3_nb.findings import Finding
+from eagle3_nb.layouts import KeyMap
 
 
 class PlanState:
     """Working state of one plan; the steps' methods read like the engine's own startup sequence."""
 
-    def __init__(self, profile, cfg, shapes, target):
+    def __init__(self, profile, cfg, shapes, target, key_map: KeyMap):
         self.p: EngineProfile = profile
         self.cfg: DraftConfig = cfg
         self.shapes = shapes
+        self.key_map = key_map    # the shapes' names, each split once
         self.target: TargetInfo | None = target
         self.findings: list[Finding] = []
         self.flags: dict[str, bool] = {}

@@ -10,7 +10,6 @@ from eagle3_nb.engines.load_plan import (DROPPED, ERRORED, LOADED, RENAMED, SKIP
                                          ParamSpec)
 from eagle3_nb.engines.plan_state import PlanState
 from eagle3_nb.findings import ERROR, INFO, WARNING
-from eagle3_nb.layouts import split_key
 
 _LAYER_PARAM = re.compile(r"\.layers\.(\d+)\.")
 
@@ -123,7 +122,7 @@ class WeightFates(PlanState):
     def _dropped_matters(self, keys) -> bool:
         # a d2t ignored beside a full vocabulary loses nothing: the identity mapping is right
         return any(k.fate == DROPPED and "bias" not in k.name and not (
-            split_key(k.name).canonical == "d2t" and not self.cfg.pruned_vocab) for k in keys)
+            self.key_map.canonical(k.name) == "d2t" and not self.cfg.pruned_vocab) for k in keys)
 
     def report_unloaded(self, keys: list[KeyFate]) -> list[str]:
         unloaded = []
@@ -242,7 +241,7 @@ class WeightFates(PlanState):
                      "with the target's because the shapes match", cite=self.p.cites.get(policy, ""))
 
     def _has_key(self, canonical: str) -> bool:
-        return any(split_key(k).canonical == canonical for k in self.shapes)
+        return self.key_map.has(canonical)
 
     def _report_extra_layer_norms(self, unloaded: list[str]) -> None:
         if self.p.extra_layer_attn_norm != "hidden_norm":

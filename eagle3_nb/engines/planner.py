@@ -1,6 +1,7 @@
 """One generic planner: what a given engine profile does with a given draft checkpoint.
 
-Input: DraftConfig, the checkpoint's tensor names and shapes, optional target info, a profile.
+Input: DraftConfig, the checkpoint's tensor names and shapes (and their KeyMap, when the caller
+keeps one: a Checkpoint's key_map), optional target info, a profile.
 Output: a LoadPlan (each key's fate, unloaded parameters, aux capture, fc width) and the
 findings that hold for that engine. No engine-specific branches live here: every difference
 between engines is a field of EngineProfile.
@@ -25,7 +26,7 @@ from eagle3_nb.engines.plan_bugs import BUG_CONDITIONS, BUG_EFFECTS, NEEDS
 from eagle3_nb.engines.plan_startup import StartupChecks
 from eagle3_nb.engines.plan_weights import WeightFates
 from eagle3_nb.engines.profile import EngineProfile
-from eagle3_nb.layouts import split_key
+from eagle3_nb.layouts import KeyMap
 
 __all__ = ["BUG_CONDITIONS", "BUG_EFFECTS", "NEEDS", "LoadPlan", "draft_class_profile",
            "flat_aux_ids", "plan_load", "trained_aux_indices"]
@@ -36,9 +37,15 @@ class _Ctx(StartupChecks, WeightFates, AuxCapture):
 
 
 def plan_load(profile: EngineProfile, cfg: DraftConfig, shapes: dict[str, tuple[int, ...]],
-              target: TargetInfo | None = None) -> LoadPlan:
+              target: TargetInfo | None = None, *, key_map: KeyMap | None = None) -> LoadPlan:
+    """KEY_MAP: the map of the shapes' names (a Checkpoint's key_map); built here when not
+    given."""
+    if key_map is None:
+        key_map = KeyMap.of(shapes)
+    elif not key_map.covers(shapes):
+        raise ValueError("plan_load: the key map is not the map of these shapes' names")
     profile = draft_class_profile(profile, cfg)
-    ctx = _Ctx(profile, cfg, shapes, target)
+    ctx = _Ctx(profile, cfg, shapes, target, key_map)
     ctx.report_unverified()
     ctx.check_startup()
     ctx.flags = {name: _effective_flag(profile, cfg, name) for name in NORM_FLAGS}
@@ -48,7 +55,7 @@ def plan_load(profile: EngineProfile, cfg: DraftConfig, shapes: dict[str, tuple[
     unloaded = ctx.report_unloaded(keys)
     ctx.report_overwritten_copies()
     aux = ctx.aux_plan()
-    fc_ckpt = _fc_width(shapes)
+    fc_ckpt = _fc_width(shapes, key_map)
     ctx.report_fc(aux, fc_ckpt)
     ctx.report_flags()
     ctx.report_context()
@@ -83,9 +90,9 @@ def draft_class_profile(profile: EngineProfile, cfg: DraftConfig) -> EngineProfi
                    **{name: getattr(mla, name) for name in DRAFT_CLASS_FIELDS})
 
 
-def _fc_width(shapes: dict[str, tuple[int, ...]]) -> int | None:
+def _fc_width(shapes: dict[str, tuple[int, ...]], key_map: KeyMap) -> int | None:
     for name, shape in shapes.items():
-        if split_key(name).canonical == "fc.weight" and len(shape) == 2:
+        if key_map.canonical(name) == "fc.weight" and len(shape) == 2:
             return shape[1]
     return None
 

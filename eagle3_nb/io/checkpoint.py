@@ -13,11 +13,11 @@ import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from eagle3_nb.config import DraftConfig, TargetInfo, parse_config, parse_target_config
 from eagle3_nb.errors import CheckpointError, ConfigError, UnsafeInputError
-from eagle3_nb.layouts import split_key
+from eagle3_nb.layouts import KeyMap
 from eagle3_nb.io.torchfile import check_torch_file
 from eagle3_nb.io.safetensors import TensorInfo, iter_chunks, read_header
 
@@ -80,9 +80,14 @@ class Checkpoint:
         return parse_config(self.config_raw, str(self.path / "config.json"))
 
     @cached_property
-    def canonical_keys(self) -> dict[str, str]:
+    def key_map(self) -> KeyMap:
+        """Every tensor name split once: what the checks that share this checkpoint read."""
+        return KeyMap.of(self.tensors)
+
+    @property
+    def canonical_keys(self) -> Mapping[str, str]:
         """canonical tensor name (wrapper prefixes stripped) -> the key as stored."""
-        return {split_key(n).canonical or n: n for n in self.tensors}
+        return self.key_map.stored
 
     @cached_property
     def auto_map(self) -> Any:
@@ -285,16 +290,26 @@ def _index_files(root: Path) -> list[str]:
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError("shard index has no weight_map", str(root / INDEX_NAME),
                               "re-save the checkpoint")
+    return sorted(set(_shard_names(root, weight_map).values()))
+
+
+def _shard_names(root: Path, weight_map: dict) -> dict[str, str]:
+    """Each distinct shard entry of the index -> the file it names inside ROOT, resolved once
+    per shard, not once per tensor (an 80-layer index names 8 shards 700 times). The names the
+    kit uses (and convert writes) are the normalised ones: an entry such as
+    x/../model.safetensors names the file inside the directory, never a path to join blindly."""
+    names: dict[str, str] = {}
     for rel in weight_map.values():
         if not isinstance(rel, str):
             raise CheckpointError(f"shard entry {rel!r} is not a file name", str(root / INDEX_NAME),
                                   "re-save the checkpoint")
+        if rel in names:
+            continue
         if not inside(root, rel).is_file():
             raise CheckpointError(f"shard {rel!r} listed in the index does not exist",
                                   str(root / INDEX_NAME), "download the missing shard")
-    # the names the kit uses (and convert writes) are the normalised ones: an entry such as
-    # x/../model.safetensors names the file inside the directory, never a path to join blindly
-    return sorted({normalised(root, rel) for rel in weight_map.values()})
+        names[rel] = normalised(root, rel)
+    return names
 
 
 def _read_safetensors(root: Path, fmt: str, files: list[str]) -> dict[str, TensorInfo]:
@@ -313,9 +328,10 @@ def _read_safetensors(root: Path, fmt: str, files: list[str]) -> dict[str, Tenso
 
 def _check_index_agrees(root: Path, tensors: dict[str, TensorInfo]) -> None:
     weight_map = read_json(root, INDEX_NAME)["weight_map"]
+    shard = _shard_names(root, weight_map)
     for name, rel in weight_map.items():
         info = tensors.get(name)
-        rel = normalised(root, rel)
+        rel = shard[rel]
         if info is None or info.file != rel:
             where = "missing from every shard" if info is None else f"stored in {info.file}"
             raise CheckpointError(f"index maps {name!r} to {rel} but it is {where}",
