@@ -75,6 +75,10 @@ class DraftConfig:
     verifier: dict[str, Any] = field(default_factory=dict)
     has_auto_map: bool = False
     mla: dict[str, int | None] | None = None  # MLA_FIELDS when the layer is MLA, else None
+    mla_unread: str = ""   # why kv_lora_rank's MLA sizes cannot be read, when it is set
+    # values set aside as written (a string of aux ids): engines.config_rules say who raises
+    unread: dict[str, Any] = field(default_factory=dict)
+    class_defaults: dict[str, int] = field(default_factory=dict)  # sizes from CONFIG_CLASS_SIZES
     # the config.json as written: the engines' own config readers refuse values this view
     # normalises (a null num_hidden_layers, a string attention_bias): engines.config_rules
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -107,6 +111,18 @@ class DraftConfig:
         return Sourced(None, ABSENT)
 
     @property
+    def mla_requested(self) -> bool:
+        """kv_lora_rank is set, whether or not the other MLA sizes can be read."""
+        return self.mla is not None or bool(self.mla_unread)
+
+    @property
+    def aux_ids_unread(self) -> Sourced:
+        """Aux layer ids written as no list (a string "1,3,5"): no engine reads them as ids."""
+        if AUX_IDS_KEY in self.unread:
+            return Sourced(self.unread[AUX_IDS_KEY], TOP)
+        return Sourced(None, ABSENT)
+
+    @property
     def num_aux(self) -> int:
         """The trainer's aux count: explicit count, else the id list's length, else 3."""
         if self.num_aux_hidden_states.value:
@@ -129,7 +145,8 @@ class DraftConfig:
                  "rope": self.rope, "aux_layer_ids_top_level": self.aux_layer_ids_top,
                  "aux_layer_ids_eagle_config": self.aux_layer_ids_nested,
                  "num_aux": self.num_aux, "verifier": self.verifier,
-                 "has_auto_map": self.has_auto_map, "mla": self.mla}
+                 "has_auto_map": self.has_auto_map, "mla": self.mla,
+                 "unread": self.unread, "class_defaults": self.class_defaults}
         sourced = {"draft_vocab_size": self.draft_vocab_size,
                    "target_hidden_size": self.target_hidden_size,
                    "max_position_embeddings": self.max_position_embeddings,
@@ -143,8 +160,7 @@ class DraftConfig:
 def parse_config(raw: dict[str, Any], where: str = "config.json") -> DraftConfig:
     """Normalise a raw config.json dict of either dialect."""
     for key, high in (("draft_vocab_size", BOUNDS["vocab_size"][1]),
-                      ("target_hidden_size", BOUNDS["hidden_size"][1]),
-                      ("num_aux_hidden_states", 64)):
+                      ("target_hidden_size", BOUNDS["hidden_size"][1])):
         if raw.get(key) is not None:  # null is meaningful (SGLang: take the target's)
             bounded_int(raw[key], key, where, 1, high)
     if "speculators_model_type" in raw or "transformer_layer_config" in raw:
@@ -166,6 +182,31 @@ def _ids(value: Any, key: str, where: str) -> list[int] | None:
     return list(value)
 
 
+AUX_IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+
+
+def _top_level_ids(raw: dict[str, Any], where: str, unread: dict[str, Any]) -> list[int] | None:
+    """The top-level aux ids; no list at all (a string) is set aside: vLLM captures only a list
+    (eagle3_utils.py get_eagle3_aux_layers_from_config), SGLang only eagle_config's ids
+    (spec_aux_hidden_state.py); a len() of it: config_rules. A list of non-integers: refused."""
+    value = raw.get(AUX_IDS_KEY)
+    if value is not None and not isinstance(value, list):
+        unread[AUX_IDS_KEY] = value
+        return None
+    return _ids(value, AUX_IDS_KEY, where)
+
+
+def _num_aux(raw: dict[str, Any], where: str, unread: dict[str, Any]) -> Sourced:
+    """A count in bounds, or set aside when no integer (config_rules.NUM_AUX_READ: who raises)."""
+    value = raw.get("num_aux_hidden_states")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        unread["num_aux_hidden_states"] = value
+        return Sourced(None, ABSENT)
+    if value is not None:
+        bounded_int(value, "num_aux_hidden_states", where, 1, 64)
+    return _get(raw, "num_aux_hidden_states", TOP)
+
+
 # Bounds on what the kit reads from a config, far outside any real model, so a hostile or broken
 # value is a clear error instead of a loop bound, a division by zero or a huge allocation.
 BOUNDS = {"hidden_size": (1, 1 << 20), "num_attention_heads": (1, 1 << 12),
@@ -179,6 +220,12 @@ TARGET_MAX_LAYERS = 1 << 12
 # every transformers release read, 4.57.1 to 5.23.0), except these (configuration_*.py, 5.23.0).
 # A speculators layer config gets no default in vLLM (engines.config_rules); the kit keeps 1.
 CONFIG_CLASS_LAYERS = {"deepseek_v3": 61, "qwen3_moe": 24}
+# A flat config's missing layer size is its config class's default too, as AutoConfig gives it to
+# SGLang and vLLM: transformers models/llama/configuration_llama.py LlamaConfig fields (5.23.0; the
+# same __init__ defaults in 4.57.1); the plan judges the shapes. Other classes: not read, refused.
+CONFIG_CLASS_SIZES = {"llama": {"hidden_size": 4096, "num_attention_heads": 32,
+                                "intermediate_size": 11008, "vocab_size": 32000}}
+LAYER_SIZES = ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
 
 
 def bounded_int(value: Any, key: str, where: str, low: int, high: int) -> int:
@@ -243,15 +290,27 @@ def token_id_list(value: Any, key: str, where: str, vocab_size: int) -> list[int
     return value
 
 
-def _layer_fields(layer: dict[str, Any], where: str, layer_src: str) -> dict[str, Any]:
-    missing = [k for k in ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
-               if not isinstance(layer.get(k), int)]
+def _layer_sizes(layer: dict[str, Any], where: str, layer_src: str,
+                 defaulted: dict[str, int]) -> dict[str, int]:
+    """The four sizes; a flat config's missing one from CONFIG_CLASS_SIZES (into DEFAULTED). A
+    speculators layer config gets none: vLLM builds the draft from it as it stands."""
+    model_type = layer.get("model_type") if isinstance(layer.get("model_type"), str) else ""
+    class_sizes = CONFIG_CLASS_SIZES.get(model_type, {}) if layer_src == TOP else {}
+    for key in LAYER_SIZES:
+        if key not in layer and key in class_sizes:
+            defaulted[key] = class_sizes[key]
+    given = {k: defaulted.get(k, layer.get(k)) for k in LAYER_SIZES}
+    missing = [k for k, v in given.items() if not isinstance(v, int)]
     if missing:
         section = "transformer_layer_config" if layer_src == LAYER else "the top level"
         raise ConfigError(f"missing or non-integer {', '.join(missing)} in {section}", where,
                           "a draft config needs the decoder layer's sizes")
-    sizes = {k: bounded_int(layer[k], k, where, *BOUNDS[k])
-             for k in ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")}
+    return {k: bounded_int(v, k, where, *BOUNDS[k]) for k, v in given.items()}
+
+
+def _layer_fields(layer: dict[str, Any], where: str, layer_src: str) -> dict[str, Any]:
+    defaulted: dict[str, int] = {}
+    sizes = _layer_sizes(layer, where, layer_src, defaulted)
     H, nh = sizes["hidden_size"], sizes["num_attention_heads"]
     model_type = layer.get("model_type") if isinstance(layer.get("model_type"), str) else ""
     layers = 1 if layer_src == LAYER else CONFIG_CLASS_LAYERS.get(model_type, 32)
@@ -274,8 +333,9 @@ def _layer_fields(layer: dict[str, Any], where: str, layer_src: str) -> dict[str
     rope_keys = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor",
                  "rope_is_neox_style", "rope_interleave")   # the last two: the pair layout
     rope_numbers(layer, where)
+    mla, mla_unread = _mla_fields(layer, where)
     return dict(
-        mla=_mla_fields(layer, where),
+        mla=mla, mla_unread=mla_unread, class_defaults=defaulted,
         layer_model_type=str(layer.get("model_type") or "llama"),
         hidden_size=H, num_hidden_layers=sizes["num_hidden_layers"],
         num_attention_heads=nh, num_key_value_heads=sizes["num_key_value_heads"],
@@ -298,19 +358,28 @@ def _architectures(raw: dict[str, Any], where: str) -> list[str]:
     return list(archs)
 
 
-def _mla_fields(layer: dict[str, Any], where: str) -> dict[str, int | None] | None:
-    """The MLA sizes, when kv_lora_rank says the layer uses multi-latent attention. Only
-    q_lora_rank may be null (no low-rank query: a plain q_proj)."""
+def _mla_fields(layer: dict[str, Any], where: str) -> tuple[dict[str, int | None] | None, str]:
+    """The MLA sizes when kv_lora_rank is set (q_lora_rank may be null), or why they cannot be
+    read: a Llama draft class never reads them, one picking MLA by kv_lora_rank (TensorRT-LLM)
+    fails (the plan says so). An integer out of bounds is refused."""
     if layer.get("kv_lora_rank") is None:
-        return None
+        return None, ""
     out: dict[str, int | None] = {}
+    faults = []
     for key in MLA_FIELDS:
         value = layer.get(key)
-        if value is None and key != "q_lora_rank":
-            raise ConfigError(f"kv_lora_rank is set (an MLA layer) but {key} is missing", where,
-                              f"an MLA draft config needs every one of {', '.join(MLA_FIELDS)}")
-        out[key] = None if value is None else bounded_int(value, key, where, *BOUNDS["mla"])
-    return out
+        if value is None:
+            out[key] = None
+            if key != "q_lora_rank":
+                faults.append(f"{key} is missing")
+        elif isinstance(value, bool) or not isinstance(value, int):
+            faults.append(f"{key} is {_shown(value)}, not an integer")
+        else:
+            out[key] = bounded_int(value, key, where, *BOUNDS["mla"])
+    if faults:
+        return None, (f"kv_lora_rank is set (an MLA layer) but {'; '.join(faults)} (an MLA "
+                      f"layer needs every one of {', '.join(MLA_FIELDS)})")
+    return out, ""
 
 
 def _parse_flat(raw: dict[str, Any], where: str) -> DraftConfig:
@@ -323,21 +392,21 @@ def _parse_flat(raw: dict[str, Any], where: str) -> DraftConfig:
         flags["norm_before_fc"] = Sourced(eagle["norm_before_fc"], EAGLE)
     if not flags["fc_norm"].present and "use_aux_norm" in raw:
         flags["fc_norm"] = Sourced(raw["use_aux_norm"], TOP)
+    unread: dict[str, Any] = {}
     return DraftConfig(
         dialect="flat", architectures=_architectures(raw, where),
         **_layer_fields(raw, where, TOP),
         draft_vocab_size=_get(raw, "draft_vocab_size", TOP),
         target_hidden_size=_get(raw, "target_hidden_size", TOP),
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-        aux_layer_ids_top=_ids(raw.get("eagle_aux_hidden_state_layer_ids"),
-                               "eagle_aux_hidden_state_layer_ids", where),
+        aux_layer_ids_top=_top_level_ids(raw, where, unread),
         aux_layer_ids_nested=_ids(eagle.get("eagle_aux_hidden_state_layer_ids"),
                                   "eagle_config.eagle_aux_hidden_state_layer_ids", where),
         eagle_config=raw.get("eagle_config"),
-        num_aux_hidden_states=_get(raw, "num_aux_hidden_states", TOP),
+        num_aux_hidden_states=_num_aux(raw, where, unread),
         use_aux_hidden_state=(Sourced(eagle["use_aux_hidden_state"], EAGLE)
                               if "use_aux_hidden_state" in eagle else Sourced(True, DEFAULT)),
-        norm_flags=flags, has_auto_map="auto_map" in raw, raw=raw,
+        norm_flags=flags, has_auto_map="auto_map" in raw, unread=unread, raw=raw,
     )
 
 
@@ -347,25 +416,30 @@ def _parse_speculators(raw: dict[str, Any], where: str) -> DraftConfig:
         raise ConfigError("speculators config without a transformer_layer_config object", where,
                           "re-save the draft with speculators, or write the flat form (eagle3-nb convert "
                           "--to eagle)")
+    unread: dict[str, Any] = {}
+    # vLLM checks speculators_config only for null (transformers_utils/config.py get_config) and
+    # replaces architectures (speculators/algos.py update_eagle3) [0.33.0, 0.34.0]
     spec = raw.get("speculators_config") or {}
     if not isinstance(spec, dict):
-        raise ConfigError("speculators_config is not a JSON object", where, "fix or remove it")
+        unread["speculators_config"], spec = spec, {}
+    archs = raw.get("architectures") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        unread["architectures"], archs = archs, []
     verifier = spec.get("verifier") or {}
     return DraftConfig(
-        dialect="speculators", architectures=_architectures(raw, where),
+        dialect="speculators", architectures=list(archs),
         **_layer_fields(layer, where, LAYER),
         draft_vocab_size=_get(raw, "draft_vocab_size", TOP),
         target_hidden_size=_get(raw, "target_hidden_size", TOP),
         tie_word_embeddings=bool(raw.get("tie_word_embeddings",
                                          layer.get("tie_word_embeddings", False))),
-        aux_layer_ids_top=_ids(raw.get("eagle_aux_hidden_state_layer_ids"),
-                               "eagle_aux_hidden_state_layer_ids", where),
+        aux_layer_ids_top=_top_level_ids(raw, where, unread),
         aux_layer_ids_nested=None, eagle_config=raw.get("eagle_config"),
-        num_aux_hidden_states=_get(raw, "num_aux_hidden_states", TOP),
+        num_aux_hidden_states=_num_aux(raw, where, unread),
         use_aux_hidden_state=Sourced(True, DEFAULT),
         norm_flags={name: _get(raw, name, TOP) for name in NORM_FLAGS},
         verifier=verifier if isinstance(verifier, dict) else {},
-        has_auto_map="auto_map" in raw, raw=raw,
+        has_auto_map="auto_map" in raw, unread=unread, raw=raw,
     )
 
 

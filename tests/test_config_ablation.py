@@ -58,10 +58,39 @@ def test_variants_edit_one_field_of_a_copy(tmp_path):
     # vLLM's speculators converter does not pass num_aux_hidden_states on: fc stays 3 x H
     ("spec.num_aux_hidden_states.contradicts", "vllm==0.34.0", "starts"),
     ("spec.speculators_config.absent", "vllm==0.34.0", "raises"),
+    # #25: what the engines read past is no refusal: LlamaConfig's defaults, values set aside
+    ("flat.vocab_size.absent", "vllm==0.34.0", "starts"),
+    ("flat.intermediate_size.absent", "vllm==0.34.0", "raises"),
+    ("flat.eagle_aux_hidden_state_layer_ids.wrong-type", "vllm==0.34.0", "starts"),
+    ("flat.num_aux_hidden_states.wrong-type", "sglang==0.5.9", "starts"),
+    ("flat.num_aux_hidden_states.wrong-type", "sglang==0.5.23", "raises"),
+    ("flat.kv_lora_rank.contradicts", "sglang==0.5.23", "starts"),
+    ("spec.speculators_config.wrong-type", "vllm==0.34.0", "starts"),
+    ("spec.architectures.wrong-type", "vllm==0.33", "starts"),
+    # ... and what fails only past the probe (its CPU_ARTEFACTS) still fails in the kit
+    ("flat.eagle_aux_hidden_state_layer_ids.contradicts", "sglang==0.5.23", "raises"),
+    ("spec.transformer_layer_config.rms_norm_eps.wrong-type", "vllm==0.34.0", "refuses"),
 ])
 def test_kit_predictions_the_engines_showed(tmp_path, name, release, outcome):
     folder = ablation.write_variant(_variant(name), tmp_path)
     assert ablation.kit_prediction(folder, release)["outcome"] == outcome
+
+
+def test_what_the_probe_cannot_show_is_classified_not_counted():
+    """A refusal where the probe starts but the GPU startup fails (its CPU_ARTEFACTS entry, per
+    release where the code differs) is a CPU artefact; on an environment whose transformers is
+    not the release's, it is not evidence; anything else stays a refusal the engine disproves."""
+    refuses, starts = {"outcome": ablation.REFUSES}, {"outcome": ablation.STARTS}
+    name = "flat.eagle_config.wrong-type"
+    assert ablation.agreement(refuses, starts, "sglang 0.5.9", name) == ablation.ARTEFACT
+    assert ablation.agreement(refuses, starts, "sglang 0.5.23", name) == ablation.REFUSES_STARTS
+    assert ablation.agreement(refuses, starts, "sglang 0.5.23", "flat.rope_theta.wrong-type",
+                              evidence=False) == ablation.UNREAD
+    raises = {"outcome": ablation.RAISES}
+    assert ablation.agreement(raises, starts, "sglang 0.5.9",
+                              "flat.num_attention_heads.absent") == ablation.ARTEFACT
+    assert ablation.agreement(raises, starts, "vllm 0.34.0",
+                              "flat.num_attention_heads.absent") == ablation.DISAGREE
 
 
 # ----------------------------------------------------------------------------- real engines
@@ -88,9 +117,8 @@ def test_kit_predicts_every_variants_startup(spec):
              if r.agreement in (ablation.DISAGREE, ablation.NOT_RUN)]
     assert not wrong, "\n".join(wrong)
     # a CPU artefact the kit answers for the GPU must still be one (else the entry is stale)
-    engine = spec.split("==")[0]
-    stale = [r.variant.name for r in results if (engine, r.variant.name) in
-             ablation.CPU_ARTEFACTS and r.agreement != ablation.ARTEFACT]
+    stale = [r.variant.name for r in results if ablation.artefact(r.column, r.variant.name)
+             and r.agreement != ablation.ARTEFACT]
     assert not stale, stale
 
 

@@ -352,34 +352,74 @@ def run_engine(engine: str, release: str, folders: list[Path], keys: bool,
     return rows
 
 
-# Variants whose outcome on the probe's CPU differs from a GPU's, by the engine's own code: the
-# kit answers for a GPU. (engine, variant) -> why. The test checks each still shows as said.
+# Variants whose outcome on the probe differs from the engine's startup on a GPU, by the engine's
+# own code: the probe builds the draft and runs load_weights on a CPU and stops there, while a
+# GPU startup narrows tensors without padding, captures CUDA graphs, starts the workers and runs
+# a first forward. The kit answers for the GPU. (engine or "engine release", variant) -> why.
+# The test checks each still shows as said.
+_NARROW = ("sglang srt/layers/linear.py ColumnParallelLinear / QKVParallelLinear / "
+           "RowParallelLinear.weight_loader [0.5.9, 0.5.23]: on a CPU (_is_cpu) "
+           "narrow_padded_param_and_loaded_weight fits a smaller checkpoint tensor into the larger "
+           "parameter (the rest zeroed), so the shape assertion never fires; on a GPU "
+           "loaded_weight.narrow(output_dim, 0, shard_size) raises for a tensor smaller than the "
+           "parameter, as the kit predicts (or, where the kit refuses the head counts, as the "
+           "refusal says)")
+_GRAPH = ("sglang srt/speculative/eagle_worker_v2.py EagleDraftWorker._capture_cuda_graphs "
+          "[0.5.23]: no CUDA graph on a CPU (_is_cpu); on a GPU the draft-extend graph's "
+          "hidden-state input is len(top-level eagle_aux_hidden_state_layer_ids) x "
+          "target_hidden_size (eagle_utils.py get_draft_input_from_target_hidden_dim) while fc "
+          "takes 3 x target_hidden_size, and capture runs fc on it (llama_eagle3.py "
+          "LlamaModel.forward): startup fails, as the kit predicts")
+_WORKER = ("sglang srt/speculative/eagle_worker.py EAGLEWorker.__init__ and eagle_worker_v2.py "
+           "EAGLEWorkerV2.__init__ [0.5.9]: getattr(hf_config, 'eagle_config', {})"
+           ".get('use_aux_hidden_state', True) raises AttributeError on a string; the probe "
+           "builds the draft class only, which never reads eagle_config in 0.5.9")
+_CAPTURE = ("sglang srt/model_executor/model_runner.py ModelRunner.__init__ [0.5.9]: the target "
+            "gets eagle_config's ids as written and models/llama.py set_eagle3_layers_to_capture "
+            "computes [val + 1 for val in layer_ids] (TypeError on a string's characters); the "
+            "probe builds no target")
+_FORWARD = ("vllm v1/worker/gpu/model_runner.py profile_run -> _dummy_run -> speculator.propose "
+            "[0.33.0, 0.34.0]: startup runs the draft's forward, where layers/layernorm.py "
+            "RMSNorm (ir/ops/layernorm.py rms_norm: variance + epsilon) meets the string eps "
+            "that SpeculatorsConfig passed on unchecked (TypeError); the probe runs no forward")
 CPU_ARTEFACTS = {
-    ("sglang", name): "sglang srt/layers/linear.py ColumnParallelLinear / QKVParallelLinear / "
-    "RowParallelLinear.weight_loader [0.5.9, 0.5.23]: on a CPU (_is_cpu) "
-    "narrow_padded_param_and_loaded_weight fits a smaller checkpoint tensor into the larger "
-    "parameter (the rest zeroed), so the shape assertion never fires; on a GPU "
-    "loaded_weight.narrow(output_dim, 0, shard_size) raises for a tensor smaller than the "
-    "parameter, as the kit predicts"
-    for name in ("flat.num_attention_heads.contradicts", "flat.num_key_value_heads.absent",
-                 "flat.num_key_value_heads.null", "flat.head_dim.contradicts",
-                 "flat.intermediate_size.contradicts")}
+    **{("sglang", name): _NARROW for name in (
+        "flat.num_attention_heads.contradicts", "flat.num_key_value_heads.absent",
+        "flat.num_key_value_heads.null", "flat.head_dim.contradicts",
+        "flat.intermediate_size.contradicts", "flat.num_attention_heads.absent",
+        "flat.intermediate_size.absent", "flat.num_key_value_heads.contradicts")},
+    ("sglang 0.5.23", "flat.eagle_aux_hidden_state_layer_ids.wrong-type"): _GRAPH,
+    ("sglang 0.5.23", "flat.eagle_aux_hidden_state_layer_ids.contradicts"): _GRAPH,
+    ("sglang 0.5.9", "flat.eagle_config.wrong-type"): _WORKER,
+    ("sglang 0.5.9", "flat.eagle_config.eagle_aux_hidden_state_layer_ids.wrong-type"): _CAPTURE,
+    ("vllm", "spec.transformer_layer_config.rms_norm_eps.wrong-type"): _FORWARD,
+}
+
+
+def artefact(column: str, variant: str) -> str | None:
+    """Why the probe's outcome for VARIANT in COLUMN ("sglang 0.5.23") is not the GPU's, or None."""
+    return CPU_ARTEFACTS.get((column, variant)) or \
+        CPU_ARTEFACTS.get((column.split()[0], variant))
+
+
 AGREE, DISAGREE, ARTEFACT, UNREAD = "agree", "disagree", "CPU artefact", "not evidence"
 REFUSES_RAISES, REFUSES_STARTS = "kit refuses, engine raises", "kit refuses, engine starts"
 NOT_RUN = "not run"
 
 
-def agreement(kit: dict, eng: dict, engine: str = "", variant: str = "",
+def agreement(kit: dict, eng: dict, column: str = "", variant: str = "",
               evidence: bool = True) -> str:
     """How the kit's prediction stands against the engine's outcome (see _summary)."""
     if eng["outcome"] not in (STARTS, RAISES):
         return NOT_RUN
-    if kit["outcome"] == REFUSES:
-        return REFUSES_RAISES if eng["outcome"] == RAISES else REFUSES_STARTS
     if kit["outcome"] == eng["outcome"]:
         return AGREE
-    if (engine, variant) in CPU_ARTEFACTS and kit["outcome"] == RAISES:
-        return ARTEFACT
+    if eng["outcome"] == STARTS and artefact(column, variant):
+        return ARTEFACT   # the kit refuses or raises, as the engine does on a GPU
+    if kit["outcome"] == REFUSES:
+        if eng["outcome"] == RAISES:
+            return REFUSES_RAISES
+        return REFUSES_STARTS if evidence else UNREAD
     return DISAGREE if evidence else UNREAD
 
 
@@ -393,8 +433,7 @@ class Result:
 
     @property
     def agreement(self) -> str:
-        return agreement(self.kit, self.engine, self.column.split()[0], self.variant.name,
-                         self.evidence)
+        return agreement(self.kit, self.engine, self.column, self.variant.name, self.evidence)
 
 
 # transformers releases on either side of the config-reading changes the kit's rules encode
@@ -556,9 +595,22 @@ CHANGED = (
     "q/k/v bias in SGLang's draft, mlp_bias gives vLLM's draft gate_up / down biases, and vLLM "
     "builds no fc while use_aux_hidden_state is off (EngineProfile.qkv_bias, o_proj_bias, "
     "mlp_bias_params; engines/draft_params.py).",
-    "Not changed: where the kit refuses a value it cannot read (the list below), it stops with "
-    "what, where and what to do, while the engine reads past the value (a key that path never "
-    "reads, a transformers default); the kit does not guess there.",
+    "Refusals where the engine starts (#25): a flat config without hidden_size, "
+    "num_attention_heads, intermediate_size or vocab_size gets LlamaConfig's default, as "
+    "AutoConfig gives the engine (eagle3_nb/config.py CONFIG_CLASS_SIZES), and the plan judges "
+    "the shapes; top-level aux ids that are not a list (a string \"1,3,5\"), a "
+    "num_aux_hidden_states that is not an integer, MLA sizes beside a Llama draft class, and a "
+    "speculators config's speculators_config or architectures of the wrong type are set aside "
+    "(DraftConfig.unread, mla_unread) instead of refused: aux ids no engine reads as ids give "
+    "AUX_LAYERS_DEFAULTED naming the value, and each release's config_rules say where one "
+    "raises (num_aux_hidden_states where fc is built from it; SGLang 0.5.17+ sizes its "
+    "draft-extend CUDA graph from len() of the top-level ids, so one whose length is not 3 fails "
+    "at graph capture; the draft classes that count top-level ids with len()).",
+    "Still refused (genuinely unreadable, or failing on a GPU where the probe starts, listed under "
+    "CPU artefacts): head counts that do not divide, a string rms_norm_eps in a speculators "
+    "layer config (vLLM's first forward), eagle_config or its ids of the wrong type, wrong "
+    "types and nulls of the layer's sizes, out-of-bounds numbers; the kit stops there with what, "
+    "where and what to do.",
 )
 
 
@@ -569,10 +621,12 @@ def _summary(results, columns) -> list[str]:
         mine = [r.agreement for r in results if r.column == col]
         out.append(f"| {col} | {len(mine)} | " + " | ".join(str(mine.count(k)) for k in _KINDS)
                    + " |")
-    return out + ["", "*CPU artefact*: the engine's code takes another path on a CPU than on a "
-                  "GPU, and the kit answers for the GPU (below). *not evidence*: the side "
-                  "environment runs a transformers that reads configs otherwise than the one the "
-                  "release pins (Set-up), so a config-reading outcome there is not the "
+    return out + ["", "*CPU artefact*: the probe builds the draft and loads it on a CPU and "
+                  "stops there, while the engine's startup on a GPU takes another path (no "
+                  "padding of smaller tensors, CUDA graph capture, its workers, a first "
+                  "forward) and fails; the kit answers for the GPU (below). *not evidence*: the "
+                  "side environment runs a transformers that reads configs otherwise than the one "
+                  "the release pins (Set-up), so a config-reading outcome there is not the "
                   "release's.", ""]
 
 
@@ -599,10 +653,9 @@ def _lists(results) -> list[str]:
                 for r in keyed] + (["none"] if not keyed else []) + [""]
     artefacts = [r for r in results if r.agreement == ARTEFACT]
     out += ["### CPU artefacts", ""]
-    for why in dict.fromkeys(CPU_ARTEFACTS[(r.column.split()[0], r.variant.name)]
-                             for r in artefacts):
+    for why in dict.fromkeys(artefact(r.column, r.variant.name) for r in artefacts):
         names = sorted({f"{r.variant.name} ({r.column})" for r in artefacts
-                        if CPU_ARTEFACTS[(r.column.split()[0], r.variant.name)] == why})
+                        if artefact(r.column, r.variant.name) == why})
         out.append(f"- {', '.join(names)}: {why}")
     return out + (["none"] if not artefacts else []) + [""]
 

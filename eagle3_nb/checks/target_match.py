@@ -130,7 +130,14 @@ def _looks_like_a_draft(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
 
 def _sizes(cfg: DraftConfig, target: TargetInfo) -> list[Finding]:
     out = []
-    if target.vocab_size is not None and target.vocab_size != cfg.vocab_size:
+    if target.vocab_size is not None and "vocab_size" in cfg.class_defaults \
+            and target.vocab_size != cfg.vocab_size:
+        out.append(_mismatch(WARNING, "vocab_size", cfg.vocab_size, target.vocab_size,
+                             "config.json leaves vocab_size out, so the engine takes its config "
+                             "class's default and sizes the draft's embed_tokens by it (an "
+                             "embed_tokens tensor of the target's rows then fails to load); "
+                             "write the target's vocab_size into config.json"))
+    elif target.vocab_size is not None and target.vocab_size != cfg.vocab_size:
         out.append(_mismatch(ERROR, "vocab_size", cfg.vocab_size, target.vocab_size,
                              "the draft maps its tokens into another vocabulary (d2t and every "
                              "token id are off), so it cannot propose the target's tokens"))

@@ -126,7 +126,9 @@ def _flat_from_speculators(raw: dict[str, Any], cfg: DraftConfig, where: str,
     if out.get("norm_before_residual"):
         warnings.append(FACTS["nbr_true"])
     ids = raw.get("eagle_aux_hidden_state_layer_ids")
-    new_ids, ids_reason = flat_aux_ids(ids, where)
+    new_ids, ids_reason = flat_aux_ids(cfg.aux_layer_ids_top, where)
+    if cfg.aux_ids_unread.present:  # a string "2,4,5": no engine reads it as ids
+        ids_reason = "not a list of integers, so no engine reads it as ids: not written"
     eagle: dict[str, Any] = {}
     if new_ids is not None:
         eagle["eagle_aux_hidden_state_layer_ids"] = new_ids

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eagle3_nb.engines.profile import ConfigRule
+from eagle3_nb.engines.profile import UNSET, ConfigRule
 
 _AUTO = ("transformers models/auto/configuration_auto.py AutoConfig.from_pretrained "
          "(CONFIG_MAPPING[model_type]; read in the 4.57.1, 5.0.0, 5.19.0 and 5.23.0 code)")
@@ -76,6 +76,36 @@ STRICT_CONFIG = (
                  cite=_STRICT) for key, kind in _TYPED),
 )
 
+# The releases whose Llama draft class builds fc from num_aux_hidden_states (SGLang 0.5.12 on,
+# vLLM 0.22 on): Linear(target_hidden_size * num_aux_hidden_states, H), so a count that is not an
+# integer raises while the draft is built; the other releases never read the key
+_NUM_AUX = ("sglang srt/models/llama_eagle3.py LlamaModel.__init__ [0.5.23] and vllm "
+            "model_executor/models/llama_eagle3.py LlamaModel.__init__ [0.34.0]: "
+            "torch.nn.Linear(hidden_size_in * num_aux_hidden_states, ...) with the value as "
+            "written; confirmed by the ablation (tools/config_ablation.py) on sglang 0.5.23 and "
+            "vllm 0.33.0 / 0.34.0")
+NUM_AUX_READ = (
+    ConfigRule("flat", "num_aux_hidden_states", frozenset({"wrong_type"}),
+               "TypeError: empty(): argument 'size' failed to unpack the object (the draft "
+               "builds fc as Linear(target_hidden_size * num_aux_hidden_states, hidden_size))",
+               types=("int",), cite=_NUM_AUX),
+)
+# A draft class whose fc counts the top-level ids with len() where nothing else sets the count
+# takes a string's characters for ids: fc is built for len(value) aux states
+_LEN_OF_STRING = ("the draft builds fc for len(eagle_aux_hidden_state_layer_ids) aux states, "
+                  "which for {value!r} counts its characters: fc's shape differs from the "
+                  "checkpoint's (load error); write the ids as a JSON list of integers")
+# ConfigRule.when for "no other key sets the aux count"
+NO_AUX_COUNT = (("num_aux_hidden_states", (UNSET, None)),
+                ("eagle_config.eagle_aux_hidden_state_layer_ids", (UNSET, None)))
+
+
+def ids_counted_by_len(dialect: str, when: tuple, cite: str) -> ConfigRule:
+    """The rule for a draft class that counts top-level ids with len() (WHEN: that class)."""
+    return ConfigRule(dialect, "eagle_aux_hidden_state_layer_ids", frozenset({"wrong_type"}),
+                      _LEN_OF_STRING, types=("list",), cite=cite, when=when)
+
+
 # A release whose transformers pin allows both sides of 5.4 (vLLM 0.20-0.23: >=4.56.0, 5.0-5.5.0
 # excluded) gets only the rules that hold on both
 LENIENT_CONFIG = AUTOCONFIG + LLAMA_DRAFT_LAYER
@@ -85,13 +115,26 @@ MISSING = object()   # lookup's answer for a field the config does not have
 
 
 def lookup(raw: dict[str, Any], path: str) -> Any:
-    """The value at a dotted PATH of a config (MISSING where any part is absent)."""
+    """The value at a dotted PATH of a config (MISSING where any part is absent); a digit part
+    indexes a list ("architectures.0")."""
     node: Any = raw
     for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
             return MISSING
-        node = node[part]
     return node
+
+
+def applies(rule: ConfigRule, raw: dict[str, Any]) -> bool:
+    """Whether the config is one RULE holds for (its `when`: the engine's path that reads it)."""
+    for path, values in rule.when:
+        value = lookup(raw, path)
+        if (UNSET if value is MISSING else value) not in values:
+            return False
+    return True
 
 
 def _json_type(value: Any) -> str:
@@ -103,7 +146,10 @@ def _json_type(value: Any) -> str:
 
 
 def breach(rule: ConfigRule, raw: dict[str, Any]) -> str:
-    """How the config breaks RULE ("absent", "null", "wrong_type", "other_value"), or ""."""
+    """How the config breaks RULE ("absent", "null", "wrong_type", "other_value", "rope_keys",
+    "length"), or ""."""
+    if not applies(rule, raw):
+        return ""
     value = lookup(raw, rule.path)
     if value is MISSING:
         return "absent" if "absent" in rule.fails_when else ""
@@ -117,7 +163,14 @@ def breach(rule: ConfigRule, raw: dict[str, Any]) -> str:
         return "wrong_type" if "wrong_type" in rule.fails_when else ""
     if rule.allowed and value not in rule.allowed and "other_value" in rule.fails_when:
         return "other_value"
+    if "length" in rule.fails_when and value and _length(value) != rule.length:
+        return "length"
     return ""
+
+
+def _length(value: Any) -> int | None:
+    """len() of a JSON value, None for a number or bool (len() raises TypeError on them)."""
+    return len(value) if isinstance(value, (str, list, dict)) else None
 
 
 def _rope_missing(value: Any) -> list[str]:
@@ -138,11 +191,17 @@ def shown(rule: ConfigRule, raw: dict[str, Any], how: str) -> str:
         return f"{rule.path} has rope_type {kind!r} without {', '.join(_rope_missing(value))}"
     if how == "absent":
         return f"{rule.path} is absent"
+    if how == "length":
+        n = _length(value)
+        return f"{rule.path} is {_text(value)} ({'no len()' if n is None else f'len {n}'})"
     if value is None:
         return f"{rule.path} is null"
-    text = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-    return f"{rule.path} is {text}" + (f" (a JSON {_json_type(value)})" if how == "wrong_type"
-                                       else "")
+    return f"{rule.path} is {_text(value)}" + (f" (a JSON {_json_type(value)})"
+                                               if how == "wrong_type" else "")
+
+
+def _text(value: Any) -> str:
+    return repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
 
 
 def value_text(raw: dict[str, Any], path: str) -> str:

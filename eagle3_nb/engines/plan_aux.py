@@ -177,6 +177,16 @@ class AuxCapture(KnownBugs):
                          declared=declared.value, declared_at=declared.source,
                          captured=plan.captured, cite=p.cites.get("aux_ids", ""),
                          config_line=line or None)
+            elif cfg.aux_ids_unread.present:
+                written = cfg.aux_ids_unread
+                self.add("AUX_LAYERS_DEFAULTED", WARNING, f"eagle_aux_hidden_state_layer_ids at "
+                         f"{written.source} is {str(written.value)[:40]!r}, not a list of "
+                         "integers: the engine does not read it as layer ids and the target "
+                         "captures its defaults [2, L//2, L-3]"
+                         + (f" = {plan.captured}" if plan.captured else "")
+                         + "; write the ids training used as a JSON list", declared=written.value,
+                         declared_at=written.source, captured=plan.captured,
+                         cite=p.cites.get("aux_ids", ""))
             else:
                 self.add("AUX_LAYERS_DEFAULTED", WARNING, "no aux layer ids declared: the engine "
                          "captures its defaults [2, L//2, L-3]; right only if training used the "

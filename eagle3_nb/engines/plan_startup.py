@@ -60,8 +60,9 @@ class StartupChecks(PlanState):
                      cite=p.cites.get("draft_model_type_errors", ""))
         if p.draft_attention == "mla" and not cfg.mla:
             self.add("LOAD_ERROR", ERROR, f"{p.name}'s MLA draft class needs kv_lora_rank, "
-                     "qk_nope_head_dim, qk_rope_head_dim and v_head_dim in the config: it has "
-                     "none (AttributeError at startup)", cite=p.cites.get("draft_attention", ""))
+                     "qk_nope_head_dim, qk_rope_head_dim and v_head_dim in the config: "
+                     f"{cfg.mla_unread or 'it has none'} (it raises at startup)",
+                     cite=p.cites.get("draft_attention", ""))
         for name, error in p.required_fields:
             if (cfg.mla or {}).get(name) is None:
                 self.add("LOAD_ERROR", ERROR, f"{name} is null or absent: {error}", field=name)

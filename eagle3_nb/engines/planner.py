@@ -84,7 +84,8 @@ def draft_class_profile(profile: EngineProfile, cfg: DraftConfig) -> EngineProfi
     config gives MLA sizes: kv_lora_rank), else the profile itself (the Llama-style class)."""
     arch = cfg.architectures[0] if cfg.architectures else ""
     mla = profile.mla
-    if mla is None or not (arch in mla.architectures or ("*" in mla.architectures and cfg.mla)):
+    if mla is None or not (arch in mla.architectures
+                           or ("*" in mla.architectures and cfg.mla_requested)):
         return profile
     return replace(profile, mla=None, cites={**profile.cites, **mla.cites},
                    **{name: getattr(mla, name) for name in DRAFT_CLASS_FIELDS})

@@ -57,17 +57,23 @@ class FlagRule:
 class ConfigRule:
     """A draft config field that makes the engine's config reader or draft class raise at
     startup: when it is absent, null, of a JSON type the reader refuses, another value than
-    those the engine accepts, or a RoPE section without the keys its rope_type needs."""
+    those the engine accepts, a RoPE section without the keys its rope_type needs, or a value
+    whose len() is not the one the engine sizes a buffer for ("length")."""
     dialect: str                             # "flat" | "speculators"
-    path: str                                # dotted key in config.json
+    path: str                                # dotted key in config.json (a digit: a list index)
     fails_when: frozenset[str]               # of CONFIG_BREACHES
     error: str                               # the engine's exception; {value}: the value given
     types: tuple[str, ...] = ()              # JSON types accepted: "int", "float", "str", "bool"
     allowed: tuple = ()                      # the only values accepted ("other_value")
     cite: str = ""
+    length: int | None = None                # "length": the len() a truthy value must have
+    # the rule holds only where each (path, values) does: the value at path is one of values
+    # (UNSET: the key is absent); the engine takes another path otherwise
+    when: tuple[tuple[str, tuple], ...] = ()
 
 
-CONFIG_BREACHES = ("absent", "null", "wrong_type", "other_value", "rope_keys")
+CONFIG_BREACHES = ("absent", "null", "wrong_type", "other_value", "rope_keys", "length")
+UNSET = "<absent>"   # in ConfigRule.when: the key is not in the config
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,49 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from eagle3_nb.engines.config_rules import LENIENT_CONFIG, STRICT_CONFIG_ALL
+from eagle3_nb.engines.config_rules import (LENIENT_CONFIG, NO_AUX_COUNT, NUM_AUX_READ,
+                                            STRICT_CONFIG_ALL, ids_counted_by_len)
 from eagle3_nb.engines.profile import (AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE,
-                                       PLUS_ONE_IF_FIRST_IS_1, EngineProfile, FlagRule,
-                                       earlier_range)
+                                       PLUS_ONE_IF_FIRST_IS_1, UNSET, ConfigRule, EngineProfile,
+                                       FlagRule, earlier_range)
 
 _NEVER = FlagRule(read=False, default={"flat": False, "speculators": False})
 _TOP = FlagRule(read=True, default={"flat": False, "speculators": False})
+
+# The draft-extend CUDA graph's hidden-state input is as wide as len(top-level ids) x
+# target_hidden_size when neither num_aux_hidden_states nor eagle_config's ids are set, while
+# the Llama draft's fc takes 3 x target_hidden_size then and the target captures its default
+# three layers (it reads ids only from eagle_config). Capture runs the draft's forward at
+# startup, so fc meets the wrong width there; a CPU (the probe's) captures no graph.
+_GRAPH_WIDTH = ("sglang srt/speculative/eagle_utils.py get_draft_input_from_target_hidden_dim "
+                "(num_aux_hidden_states, else eagle_config ids, else the top-level ids: "
+                "`len(layer_ids) if layer_ids else 3`), eagle_draft_extend_cuda_graph_runner.py "
+                "EAGLEDraftExtendCudaGraphRunner.__init__ (the hidden_states buffer) and "
+                "capture (model.forward; llama_eagle3.py LlamaModel.forward runs fc on it), "
+                "eagle_worker_v2.py EagleDraftWorker._capture_cuda_graphs (no capture when "
+                "_is_cpu or CUDA graphs are off) [0.5.23]; the function came in 0.5.15 (PR "
+                "#29464) and is unchanged since (docs/engine-survey.md); 0.5.13's "
+                "get_draft_hidden_dim read only eagle_config (0.5.13 wheel)")
+GRAPH_WIDTH_FROM_TOP_LEVEL_IDS = (
+    ConfigRule("flat", "eagle_aux_hidden_state_layer_ids", frozenset({"length"}),
+               "SGLang sizes the draft-extend CUDA graph's hidden-state input from "
+               "len(eagle_aux_hidden_state_layer_ids) x target_hidden_size (num_aux_hidden_states "
+               "and eagle_config's ids being unset), while the draft builds fc for 3 aux states "
+               "and the target captures its default layers (it reads ids only from "
+               "eagle_config): capturing that graph at startup fails (RuntimeError: mat1 and mat2 "
+               "shapes cannot be multiplied); move the ids into "
+               "eagle_config.eagle_aux_hidden_state_layer_ids, or launch with --disable-cuda-graph",
+               length=3, cite=_GRAPH_WIDTH,
+               when=(("architectures.0", ("LlamaForCausalLMEagle3",)), *NO_AUX_COUNT,
+                     ("eagle_config.use_aux_hidden_state", (UNSET, True)))),
+)
+# The MLA draft class (kimi_k25_eagle3.py, from 0.5.12) counts its aux states from eagle_config's
+# ids, else the top-level ones, with len() (num_aux_hidden_states is not read)
+MLA_IDS_COUNTED = (ids_counted_by_len(
+    "flat", (("architectures.0", ("Eagle3DeepseekV2ForCausalLM",)), NO_AUX_COUNT[1]),
+    "sglang srt/models/kimi_k25_eagle3.py _get_eagle_aux_layer_count: `len(layer_ids)` of "
+    "eagle_config's ids, else getattr(config, 'eagle_aux_hidden_state_layer_ids') [0.5.12, "
+    "0.5.23]"),)
 
 SGLANG_0_5_23 = EngineProfile(
     name="sglang", version="0.5.23", covers=("0.5.23", "0.5.23"),
@@ -55,7 +91,8 @@ SGLANG_0_5_23 = EngineProfile(
     fc_skip_when_width_is_hidden=True,
     embed_policy="target_unless_hidden_differs", lm_head_policy="target_if_draft_vocab_null",
     target_hidden_null_breaks_fc=frozenset({"flat"}),
-    config_rules=STRICT_CONFIG_ALL, qkv_bias=False, o_proj_bias=True,
+    config_rules=(STRICT_CONFIG_ALL + NUM_AUX_READ + GRAPH_WIDTH_FROM_TOP_LEVEL_IDS
+                  + MLA_IDS_COUNTED), qkv_bias=False, o_proj_bias=True,
     missing_draft_vocab_error=("config has no draft_vocab_size: LlamaForCausalLMEagle3.__init__ "
                                "reads it as a plain attribute (AttributeError, inferred from the code)"),
     context_error=("ValueError at startup: the target context exceeds the draft's "
@@ -101,7 +138,9 @@ SGLANG_0_5_23 = EngineProfile(
                         "(METADATA Requires-Dist), all with the @strict LlamaConfig; "
                         "get_config reads a flat draft config through AutoConfig "
                         "(srt/utils/hf_transformers_utils.py); confirmed by "
-                        "tools/config_ablation.py on 0.5.23",
+                        "tools/config_ablation.py on 0.5.23; num_aux_hidden_states: "
+                        "llama_eagle3.py LlamaModel.__init__ builds fc from it (from 0.5.12); "
+                        "top-level ids: " + _GRAPH_WIDTH,
     },
 )
 
@@ -170,10 +209,14 @@ SGLANG_0_5_13 = earlier_range(
      "silently (PR #32334 in 0.5.17)", "flags": "norm_before_fc not read before 0.5.17",
      "aux_rules": "gpt_oss.py set_eagle3_layers_to_capture [0.5.1-0.5.16]: +1 always; the "
      "capture loop never yields boundary L (PR #32334 in 0.5.17)",
-     "final_boundary_families": "as aux_rules"},
+     "final_boundary_families": "as aux_rules",
+     "config_rules": "eagle_utils.py [0.5.13-0.5.14] get_draft_hidden_dim sizes the graph's "
+     "input from eagle_config's ids only (0.5.13 wheel); the top-level fallback came with "
+     "get_draft_input_from_target_hidden_dim in 0.5.15, inside this range, so not asserted"},
     has_input_norm=False, flags={**SGLANG_0_5_23.flags, "norm_before_fc": _NEVER},
     aux_rules={**SGLANG_0_5_23.aux_rules, "gpt_oss": PLUS_ONE},
     final_boundary_families=frozenset(),
+    config_rules=STRICT_CONFIG_ALL + NUM_AUX_READ + MLA_IDS_COUNTED,
 )
 SGLANG_0_5_12 = earlier_range(
     SGLANG_0_5_13, "0.5.12", "0.5.12.post1",
@@ -191,11 +234,13 @@ SGLANG_0_5_11 = earlier_range(
      "has_fc_norm": "fc_norm / norm_output arrived with PR #24663 (0.5.12)",
      "flags": "no fc_norm / norm_output / norm_before_fc before 0.5.12",
      "architecture_errors": "no MLA draft class before 0.5.12 (PR #24826)",
-     "mla": "as architecture_errors"},
+     "mla": "as architecture_errors",
+     "config_rules": "fc = Linear(hidden_size_in * 3, H) [<0.5.12]: num_aux_hidden_states is "
+     "never read (the 0.5.9 wheel); no MLA draft class"},
     decoder_param="model.midlayer.", max_layers=1,
     too_many_layers_error='ValueError("EAGLE3 currently only supports 1 layer") '
                           '(llama_eagle3.py LlamaModel.__init__)',
-    renames=(), fc_aux_count="fixed_3", has_fc_norm=False,
+    renames=(), fc_aux_count="fixed_3", has_fc_norm=False, config_rules=STRICT_CONFIG_ALL,
     flags={name: _NEVER for name in SGLANG_0_5_23.flags},
     architecture_errors={**SGLANG_0_5_23.architecture_errors, **_NO_MLA}, mla=None,
 )

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from eagle3_nb.engines.config_rules import LENIENT_CONFIG, ROPE_ERROR, STRICT_CONFIG_ALL
-from eagle3_nb.engines.profile import (AS_IS, ConfigRule, EngineProfile, FlagRule, earlier_range,
-                                       later_range, release_key)
+from eagle3_nb.engines.config_rules import (LENIENT_CONFIG, NUM_AUX_READ, ROPE_ERROR,
+                                            STRICT_CONFIG_ALL, ids_counted_by_len)
+from eagle3_nb.engines.profile import (AS_IS, UNSET, ConfigRule, EngineProfile, FlagRule,
+                                       earlier_range, later_range, release_key)
 
 # registry.py _SPECULATIVE_DECODING_MODELS: EAGLE-3 draft names served by llama_eagle3, with the
 # release that registered each (the release survey, docs/engine-facts-vllm.md)
@@ -90,6 +91,24 @@ SPECULATORS_READER = (
                  "PreTrainedConfig.__init__ validates the RoPE settings")
       for key in ("rope_scaling", "rope_parameters")),
 )
+# qwen3_eagle3.py Eagle3Qwen3ForCausalLM's LlamaModel.__init__ counts its aux states as
+# num_aux_layers, else num_aux_hidden_states, else `len(aux_ids)` of the top-level ids (or
+# eagle_config's) [0.33.0, 0.34.0]; a flat config reaches it by its architectures, a speculators
+# one by transformer_layer_config.model_type qwen3 (update_eagle3 passes the top-level ids on)
+_QWEN3_COUNT = ("vllm model_executor/models/qwen3_eagle3.py LlamaModel.__init__ "
+                "(num_aux_features = len(aux_ids)) [0.33.0, 0.34.0]; the speculators path: "
+                + _SPEC_READER)
+_QWEN3_UNCOUNTED = (("num_aux_layers", (UNSET, None)), ("num_aux_hidden_states", (UNSET, None)))
+QWEN3_IDS_COUNTED = (
+    ids_counted_by_len("flat", (("architectures.0", ("Eagle3Qwen3ForCausalLM",
+                                                     "Qwen3ForCausalLM")), *_QWEN3_UNCOUNTED),
+                       _QWEN3_COUNT),
+)
+QWEN3_SPECULATORS_IDS_COUNTED = (
+    ids_counted_by_len("speculators", (("transformer_layer_config.model_type", ("qwen3",)),
+                                       *((f"transformer_layer_config.{k}", v)
+                                         for k, v in _QWEN3_UNCOUNTED)), _QWEN3_COUNT),
+)
 # update_eagle3 [0.34.0]: the only top-level keys copied into the draft's config
 SPECULATORS_KEYS_PASSED = frozenset({
     "draft_vocab_size", "target_hidden_size", "norm_before_residual", "norm_before_fc",
@@ -132,7 +151,8 @@ VLLM_0_33 = EngineProfile(
     embed_policy="own_if_present", lm_head_policy="target_if_absent_and_full_vocab",
     target_hidden_null_breaks_fc=frozenset({"flat"}), missing_draft_vocab_error=None,
     context_error=None,
-    config_rules=STRICT_CONFIG_ALL + SPECULATORS_READER, ties_lm_head=False,
+    config_rules=(STRICT_CONFIG_ALL + NUM_AUX_READ + QWEN3_IDS_COUNTED + SPECULATORS_READER
+                  + QWEN3_SPECULATORS_IDS_COUNTED), ties_lm_head=False,
     o_proj_bias=True, mlp_bias_params=True,
     speculators_keys_passed=SPECULATORS_KEYS_PASSED,
     drop_when_off=(("input_norm", "norm_before_fc"), ("fc", "use_aux_hidden_state")),
@@ -175,7 +195,9 @@ VLLM_0_33 = EngineProfile(
                               "0.34.0 and 0.33.0 (the issue's report)",
         "config_rules": "the wheels pin transformers >=5.16.1,<5.21.0 (0.33.0) and "
                         ">=5.16.1,<5.23.0 (0.34.0) (METADATA Requires-Dist), with the @strict "
-                        "LlamaConfig; the speculators reader: " + _SPEC_READER,
+                        "LlamaConfig; the speculators reader: " + _SPEC_READER + "; "
+                        "num_aux_hidden_states: llama_eagle3.py LlamaModel.__init__ builds fc "
+                        "from it (from 0.22.0, PR #42764); top-level ids: " + _QWEN3_COUNT,
         "ties_lm_head": "llama_eagle3.py, qwen3_eagle3.py, deepseek_eagle3.py "
                         "Eagle3*ForCausalLM.__init__: lm_head = ParallelLMHead(draft_vocab_size, "
                         "H) whatever tie_word_embeddings says (read in 0.34.0; the older "
@@ -255,8 +277,11 @@ VLLM_0_30 = earlier_range(
     {"refuses_local_verifier": LOCAL_VERIFIER_0_32,
      "config_rules": "the wheels pin transformers >=5.10.4 (0.30.0, 0.29.0), >=5.16.1 (0.32.0), "
      ">=5.5.3 (0.24.0, 0.25.0) (METADATA Requires-Dist): the @strict LlamaConfig; the "
-     "speculators reader's rules were read in 0.33.0 and 0.34.0 only, so not asserted here"},
-    refuses_local_verifier=False, config_rules=STRICT_CONFIG_ALL)
+     "speculators reader's rules were read in 0.33.0 and 0.34.0 only, so not asserted here; "
+     "the qwen3 draft's len() count of top-level ids read in 0.33.0, assumed from 0.24.0 as "
+     "fc_aux_top_level_layer_types is"},
+    refuses_local_verifier=False,
+    config_rules=STRICT_CONFIG_ALL + NUM_AUX_READ + QWEN3_IDS_COUNTED)
 VLLM_0_25 = earlier_range(
     VLLM_0_30, "0.25.0", "0.29.0",
     {"d2t_param_needs_pruned_vocab": "llama_eagle3.py Eagle3LlamaForCausalLM.__init__ "
@@ -297,10 +322,10 @@ VLLM_0_22 = earlier_range(
      "config_rules": "the wheels pin transformers !=5.0.*-5.5.0,>=4.56.0 (0.20.0, 0.22.0, "
      "0.23.0) and <5,>=4.56.0 (0.19.0, 0.18.0, 0.16.0) (METADATA Requires-Dist): a 4.x "
      "LlamaConfig checks no field types and guesses a class from the path without model_type; "
-     "only the rules that hold on both sides"},
+     "only the rules that hold on both sides; no qwen3_eagle3.py before 0.24.0"},
     architectures=_llama_drafts("0.23.0"),
     speculators_layer_types=frozenset({"*"}), has_q_k_norm=False,
-    fc_aux_top_level_layer_types=frozenset(), config_rules=LENIENT_CONFIG,
+    fc_aux_top_level_layer_types=frozenset(), config_rules=LENIENT_CONFIG + NUM_AUX_READ,
 )
 VLLM_0_20 = earlier_range(
     VLLM_0_22, "0.20.0", "0.21.0",
@@ -316,8 +341,10 @@ VLLM_0_20 = earlier_range(
      "target_allowlist_error": "as target_allowlist",
      "architectures": "registry.py [<0.22.0]: no PEagleDraftModel / PeagleLlamaForCausalLM "
      "(PR #41826, 0.22.0)",
-     "mla": "deepseek_eagle3.py: see VLLM_MLA_0_18"},
+     "mla": "deepseek_eagle3.py: see VLLM_MLA_0_18",
+     "config_rules": "as fc_aux_count: num_aux_hidden_states is never read before 0.22.0"},
     fc_aux_count="fixed_3", has_fc_norm=False, aux_id_sources=("top_level",),
+    config_rules=LENIENT_CONFIG,
     flags={"norm_before_residual": VLLM_0_33.flags["norm_before_residual"],
            "norm_before_fc": FlagRule(True, {"flat": False, "speculators": False}),
            "fc_norm": _NOT_READ, "norm_output": _NOT_READ},
