@@ -27,12 +27,13 @@ from eagle3_nb.defaults import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFA
                                 PROGRESS_VARIABLE)
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.features import draft_features
-from eagle3_nb.greedy import GreedyTrace, greedy_trace, simulate_greedy
+from eagle3_nb.greedy import GreedyTrace, simulate_greedy
 from eagle3_nb.model import DraftCache, Wiring, as_engine_leaves, ttt_logits
 from eagle3_nb.tree import (DraftTree, accepted_path, draft_tree, sampled_path, target_probs,
                             verify_mask)
 
-__all__ = ["AcceptanceResult", "Drafting", "SampleRun", "VerifyStep", "score_dumps", "simulate"]
+__all__ = ["AcceptanceResult", "Drafting", "SampleRun", "VerifyStep", "score_dumps", "simulate",
+           "simulate_each"]
 
 
 @torch.no_grad()
@@ -55,29 +56,23 @@ def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = DEFAUL
     temperature above 0 samples the first token and verifies by target-only rejection sampling
     (tree.sampled_path), from a generator seeded with `seed`: the committed tokens are then
     distributed as the target's own samples, and the tokens depend on the batch size.
-    Greedy verification takes the fast path (greedy.py: one target generation, then the draft
+    Greedy verification takes the fast path (greedy/: one target generation, then the draft
     alone; `trace` reuses a generation of these prompts) unless stepwise, which runs the verify
     steps one by one as an engine does: the fast path's oracle, with the same result."""
     drafting = drafting or Drafting(num_steps)
-    if batch_size < 1:
-        raise Eagle3NbError(f"batch_size {batch_size} must be >= 1", None, "pass positive counts")
+    _check_batch_size(batch_size)
     wiring = wiring or draft.wiring
-    if wiring.engine_error:
-        raise Eagle3NbError(f"{wiring.name} does not serve this draft: {wiring.engine_error}",
-                            wiring.name, "fix the load error first (eagle3-nb inspect)")
+    _check_served(wiring)
     model = as_engine_leaves(draft, wiring)
     eos = target.eos_token_ids if stop_at_eos else set()
-    prompts = [p.reshape(-1).cpu() for p in prompts]
-    if any(len(p) < 2 for p in prompts):
-        raise Eagle3NbError("a prompt needs at least 2 tokens (the draft pairs each state with the "
-                            "next token)", None, "drop empty or one-token prompts")
+    prompts = _checked_prompts(prompts)
     if not drafting.temperature and not stepwise:
         with progress_bar(len(prompts), progress, f"simulating {wiring.name}") as bar:
-            new_tokens = max_new_tokens + drafting.num_steps  # the last step verifies k more
-            if trace is None or not trace.serves(prompts, new_tokens, wiring):
-                trace = greedy_trace(target, prompts, new_tokens, [wiring], batch_size)
-            runs = simulate_greedy(model, trace, drafting, wiring, max_new_tokens, eos,
-                                   _uses_tree(drafting, tree), batch_size, bar.update)
+            runs, = simulate_greedy(target, prompts, [(model, wiring)], drafting, max_new_tokens,
+                                    eos, _uses_tree(drafting, tree), batch_size, bar.update,
+                                    trace)
+        if isinstance(runs, Eagle3NbError):
+            raise runs
         return AcceptanceResult(wiring.name, drafting.num_steps, runs, drafting)
     batch_class = _TreeBatch if _uses_tree(drafting, tree) else _Batch
     generator = torch.Generator().manual_seed(seed)
@@ -88,6 +83,73 @@ def simulate(draft, target, prompts: list[torch.Tensor], num_steps: int = DEFAUL
                                 generator)
             runs += batch.decode(max_new_tokens, bar.update)
     return AcceptanceResult(wiring.name, drafting.num_steps, runs, drafting)
+
+
+def simulate_each(draft, target, prompts: list[torch.Tensor], wirings: list[Wiring],
+                  max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, progress: bool | None = None,
+                  batch_size: int = DEFAULT_BATCH_SIZE,
+                  drafting: Drafting | None = None) -> list[AcceptanceResult | Eagle3NbError]:
+    """`simulate` under each wiring, or the error it raises there. Greedy verification shares
+    the work (greedy/: one target generation for all, the drafts of alike wirings in one
+    batch); at a temperature each wiring runs on its own."""
+    drafting = drafting or Drafting()
+    if drafting.temperature:
+        return [_outcome(lambda w=w: simulate(draft, target, prompts,
+                                              max_new_tokens=max_new_tokens, wiring=w,
+                                              progress=progress, batch_size=batch_size,
+                                              drafting=drafting)) for w in wirings]
+    _check_batch_size(batch_size)
+    outcomes: list = [None] * len(wirings)
+    try:
+        prompts = _checked_prompts(prompts)
+    except Eagle3NbError as exc:
+        return [exc] * len(wirings)
+    models: dict[tuple, Any] = {}      # one copy per set of parameters an engine leaves unset
+    jobs, of_job = [], []
+    for i, wiring in enumerate(wirings):
+        try:
+            _check_served(wiring)
+            if wiring.reset_params not in models:
+                models[wiring.reset_params] = as_engine_leaves(draft, wiring)
+        except Eagle3NbError as exc:
+            outcomes[i] = exc
+            continue
+        jobs.append((models[wiring.reset_params], wiring))
+        of_job.append(i)
+    if jobs:
+        with progress_bar(len(prompts), progress, f"simulating {len(jobs)} wirings") as bar:
+            done = simulate_greedy(target, prompts, jobs, drafting, max_new_tokens, set(),
+                                   _uses_tree(drafting, None), batch_size, bar.update)
+        for i, runs in zip(of_job, done):
+            outcomes[i] = runs if isinstance(runs, Eagle3NbError) else \
+                AcceptanceResult(wirings[i].name, drafting.num_steps, runs, drafting)
+    return outcomes
+
+
+def _outcome(run):
+    try:
+        return run()
+    except Eagle3NbError as exc:
+        return exc
+
+
+def _check_batch_size(batch_size: int) -> None:
+    if batch_size < 1:
+        raise Eagle3NbError(f"batch_size {batch_size} must be >= 1", None, "pass positive counts")
+
+
+def _check_served(wiring: Wiring) -> None:
+    if wiring.engine_error:
+        raise Eagle3NbError(f"{wiring.name} does not serve this draft: {wiring.engine_error}",
+                            wiring.name, "fix the load error first (eagle3-nb inspect)")
+
+
+def _checked_prompts(prompts: list[torch.Tensor]) -> list[torch.Tensor]:
+    prompts = [p.reshape(-1).cpu() for p in prompts]
+    if any(len(p) < 2 for p in prompts):
+        raise Eagle3NbError("a prompt needs at least 2 tokens (the draft pairs each state with the "
+                            "next token)", None, "drop empty or one-token prompts")
+    return prompts
 
 
 def _uses_tree(drafting: Drafting, tree: bool | None) -> bool:

@@ -1,6 +1,6 @@
 """What a simulated decode records: the drafting settings, each verify step, each prompt's run
 and the result with its statistics. Both the step-by-step simulation (acceptance.py) and the
-greedy fast path (greedy.py) build them, so their results compare token for token."""
+greedy fast path (greedy/) build them, so their results compare token for token."""
 
 from __future__ import annotations
 

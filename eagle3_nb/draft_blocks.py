@@ -61,16 +61,22 @@ def _llama3_scaled(inv: torch.Tensor, p: dict) -> torch.Tensor:
     return torch.where(mid, (1 - smooth) * inv / factor + smooth * inv, scaled)
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
-    """x [B, heads, T, hd]; positions [B, T]. Rotates the first 2*len(inv_freq) dims (halves)."""
-    rot = 2 * inv_freq.numel()
-    angles = positions.to(torch.float32)[..., None] * inv_freq.to(x.device)  # [B, T, rot/2]
-    cos = torch.cat([angles.cos(), angles.cos()], -1)[:, None].to(x.dtype)
-    sin = torch.cat([angles.sin(), angles.sin()], -1)[:, None].to(x.dtype)
-    xr, rest = x[..., :rot], x[..., rot:]
-    half = rot // 2
-    rotated = torch.cat([-xr[..., half:], xr[..., :half]], -1)
-    return torch.cat([xr * cos + rotated * sin, rest], -1)
+def rope_tables(positions: torch.Tensor, inv_freq: torch.Tensor,
+                dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [B, 1, T, len(inv_freq)] at positions [B, T], for apply_rope."""
+    angles = positions.to(torch.float32)[..., None] * inv_freq.to(positions.device)
+    return angles.cos()[:, None].to(dtype), angles.sin()[:, None].to(dtype)
+
+
+def apply_rope(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """x [B, heads, T, hd]; tables from rope_tables. Rotates the first 2*len(inv_freq) dims
+    as halves (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin); a partial rotary leaves the rest
+    as it is."""
+    cos, sin = tables
+    half = cos.shape[-1]
+    x1, x2 = x[..., :half], x[..., half:2 * half]
+    out = [x1 * cos - x2 * sin, x2 * cos + x1 * sin]
+    return torch.cat(out if 2 * half == x.shape[-1] else out + [x[..., 2 * half:]], -1)
 
 
 
@@ -134,11 +140,24 @@ class DraftCache:
 class SlotKV:
     """One layer's keys and values for queries that each see a shared prefix (under a mask) plus
     their own entries of earlier steps and themselves, one entry per query per step: a draft's
-    own steps from many positions at once (greedy.py), where a query's earlier steps are
-    its own chain or its beam slot's, as in the engines' per-request draft KV."""
+    own steps from many positions at once (greedy/), where a query's earlier steps are
+    its own chain or its beam slot's, as in the engines' per-request draft KV. After the
+    prefix's S columns each step adds a block of n columns, one per query."""
     prefix: LayerCache
-    keys: list[torch.Tensor] = field(default_factory=list)     # per step [B, nkv, n, hd]
-    values: list[torch.Tensor] = field(default_factory=list)
+    keys: torch.Tensor | None = None        # [B, nkv, S + steps * n, hd]
+    values: torch.Tensor | None = None
+
+    def attend(self, q, k, v, visible: torch.Tensor, gqa: bool) -> torch.Tensor:
+        """Add this step's k, v [B, nkv, n, hd] as a block; q [B, nh, n, hd] over every column
+        where visible ([B, 1, n, S + steps * n], bool or additive) lets it: its prefix, and in
+        each block its own column. One fused kernel, scores O(n * (S + steps * n)): fine for
+        the few queries per prompt greedy/ sends at once. The keys grow by concatenation:
+        the kernel runs much slower on a strided view of a preallocated buffer."""
+        first = self.keys is None
+        self.keys = torch.cat([self.prefix.keys if first else self.keys, k], 2)
+        self.values = torch.cat([self.prefix.values if first else self.values, v], 2)
+        return F.scaled_dot_product_attention(q, self.keys, self.values, attn_mask=visible,
+                                              enable_gqa=gqa)
 
 
 def slot_attention(q, prefix: tuple[torch.Tensor, torch.Tensor], visible: torch.Tensor,
@@ -173,28 +192,29 @@ class Attention(nn.Module):
             self.q_norm = RMSNorm(hd, cfg.rms_norm_eps)
             self.k_norm = RMSNorm(hd, cfg.rms_norm_eps)
 
-    def qkv(self, x, positions, inv_freq):
-        """Queries, keys, values as [B, heads, T, hd], q/k norms and RoPE applied."""
+    def qkv(self, x, positions, inv_freq, keep: int = 0):
+        """Queries, keys, values as [B, heads, T, hd], q/k norms and RoPE applied; keep=n:
+        queries of the last n positions only."""
         B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, self.nh, self.hd)
+        xq = x[:, -keep:] if keep else x
+        q = self.q_proj(xq).view(B, xq.shape[1], self.nh, self.hd)
         k = self.k_proj(x).view(B, T, self.nkv, self.hd)
         v = self.v_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2)
         if hasattr(self, "q_norm"):
             q, k = self.q_norm(q), self.k_norm(k)
-        return (apply_rope(q.transpose(1, 2), positions, inv_freq),
-                apply_rope(k.transpose(1, 2), positions, inv_freq), v)
+        tables = rope_tables(positions, inv_freq, x.dtype)
+        q_tables = tuple(t[:, :, -keep:] for t in tables) if keep else tables
+        return apply_rope(q.transpose(1, 2), q_tables), apply_rope(k.transpose(1, 2), tables), v
 
     def forward(self, x, positions, inv_freq, cache: LayerCache | None,
-                visible: torch.Tensor | None = None):
+                visible: torch.Tensor | None = None, keep: int = 0):
         """visible: [T, S] or [B, 1, T, S] bool; default causal by order in the sequence
-        (positions only rotate: they may restart or repeat)."""
+        (positions only rotate: they may restart or repeat). keep=n: the outputs of the last n
+        queries only, every position's keys and values cached."""
         B, T, _ = x.shape
-        q, k, v = self.qkv(x, positions, inv_freq)
-        if isinstance(cache, SlotKV):  # visible: [n, S] over the prefix
-            cache.keys.append(k)
-            cache.values.append(v)
-            out = slot_attention(q, (cache.prefix.keys, cache.prefix.values), visible,
-                                 cache.keys, cache.values, self.nh // self.nkv)
+        q, k, v = self.qkv(x, positions, inv_freq, keep)
+        if isinstance(cache, SlotKV):
+            out = cache.attend(q, k, v, visible, self.nh != self.nkv)
             return self.o_proj(out.transpose(1, 2).reshape(B, T, self.nh * self.hd))
         if cache is not None:
             if cache.keys is not None:
@@ -205,6 +225,8 @@ class Attention(nn.Module):
             past = k.shape[2] - T
             visible = (torch.arange(k.shape[2], device=x.device)[None, :]
                        <= torch.arange(past, past + T, device=x.device)[:, None])
+        if keep:
+            visible, T = visible[..., -keep:, :], keep
         # GQA inside the kernel: expanding the whole cache per step cost more than the attention
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=visible,
                                              enable_gqa=self.nh != self.nkv)

@@ -95,7 +95,10 @@ class DecoderLayer(nn.Module):
         self.hidden_norm = RMSNorm(cfg.H, cfg.rms_norm_eps)  # layers >= 1: only SGLang uses it
         self.post_attention_layernorm = RMSNorm(cfg.H, cfg.rms_norm_eps)
 
-    def forward(self, h, embeds, positions, inv_freq, wiring: Wiring, cache, visible=None):
+    def forward(self, h, embeds, positions, inv_freq, wiring: Wiring, cache, visible=None,
+                keep: int = 0):
+        """keep=n: the outputs of the last n positions only (every position's keys and values
+        are still cached)."""
         if self.first:
             normed = self.hidden_norm(h)
             residual = normed if wiring.norm_before_residual else h
@@ -104,7 +107,8 @@ class DecoderLayer(nn.Module):
             residual = h
             pre = self.hidden_norm if wiring.extra_layer_norm == "hidden_norm" else self.input_layernorm
             a = pre(h)
-        h = residual + self.self_attn(a, positions, inv_freq, cache, visible)
+        residual = residual[:, -keep:] if keep else residual
+        h = residual + self.self_attn(a, positions, inv_freq, cache, visible, keep)
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
@@ -190,15 +194,16 @@ class Eagle3Draft(nn.Module):
     def run(self, input_ids, hidden_states, position_ids=None, cache: DraftCache | None = None,
             wiring: Wiring | None = None, own_features: bool = False,
             last_only: bool = False, valid: torch.Tensor | None = None,
-            visible: torch.Tensor | None = None) -> DraftOutput:
+            visible: torch.Tensor | None = None, keep: int = 0) -> DraftOutput:
         """One causal pass: input_ids [B, T] (target ids, already shifted), hidden_states
         [B, T, A*Ht] target features (fc applies), or with own_features the draft's own H-wide
         output fed back (fc never applies, in every engine). last_only: logits and features of
-        the last position only (drafting needs no more; the lm_head is the big matmul).
+        the last position only (drafting needs no more; the lm_head is the big matmul); keep=n:
+        of the last n positions only.
         valid [B, T]: False marks padding no later query may attend to (rows of a batch
         extended by different counts are left-padded, so the last position is always real).
         visible [T, S]: what each new query sees of the cache and the new positions, instead
-        (the greedy path's own steps from every position at once, greedy.py)."""
+        (the greedy path's own steps from every position at once, greedy/)."""
         wiring = wiring or self.wiring
         B, T = input_ids.shape
         if position_ids is None:
@@ -212,10 +217,11 @@ class Eagle3Draft(nn.Module):
         h = hidden_states.to(self.fc.weight.dtype)
         h, applied = (h, False) if own_features else self.project(h, wiring)
         embeds = self.embed_tokens(input_ids)
-        for i, layer in enumerate(self.layers):
+        keep = 1 if last_only else keep
+        for i, layer in enumerate(self.layers):   # the last layer: only the positions kept
             h = layer(h, embeds, position_ids, self.inv_freq, wiring,
-                      cache.layers[i] if cache is not None else None, visible)
-        h = h[:, -1:] if last_only else h
+                      cache.layers[i] if cache is not None else None, visible,
+                      keep if i == len(self.layers) - 1 else 0)
         normed = self.norm(h)
         return DraftOutput(self.lm_head(normed), normed if wiring.norm_output else h, applied)
 

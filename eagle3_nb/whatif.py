@@ -15,10 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from eagle3_nb.acceptance import AcceptanceResult, Drafting, progress_bar, simulate
+from eagle3_nb.acceptance import AcceptanceResult, Drafting, simulate_each
 from eagle3_nb.defaults import DEFAULT_MAX_NEW_TOKENS, DEFAULT_NUM_STEPS
 from eagle3_nb.errors import Eagle3NbError
-from eagle3_nb.greedy import GreedyTrace, greedy_trace
 from eagle3_nb.model import Wiring
 from eagle3_nb.uncertainty import DISTINGUISHABLE_SE, paired_difference, verdict
 
@@ -80,16 +79,18 @@ def run_what_if(draft, target, prompts, wirings: dict[str, Wiring],
     drafting = drafting or Drafting(num_steps)
     if batch_size < 1:  # bad input, not a row's result
         raise Eagle3NbError(f"batch_size {batch_size} must be >= 1", None, "pass positive counts")
-    done: dict[str, WhatIfRow] = {}
-    rows = []
-    trace = _shared_trace(target, prompts, wirings, drafting, max_new_tokens, batch_size,
-                          progress)
+    distinct: dict[str, Wiring] = {}
     for wiring in wirings.values():
-        key = _switches_key(wiring)
-        if key not in done:
-            done[key] = _simulate_row(draft, target, prompts, wiring, drafting, max_new_tokens,
-                                      progress, batch_size, trace)
-        first = done[key]
+        distinct.setdefault(_switches_key(wiring), wiring)
+    outcomes = simulate_each(draft, target, prompts, list(distinct.values()),
+                             max_new_tokens=max_new_tokens, progress=progress,
+                             batch_size=batch_size, drafting=drafting)
+    done = {key: WhatIfRow(wiring, None, outcome.what) if isinstance(outcome, Eagle3NbError)
+            else WhatIfRow(wiring, outcome)
+            for (key, wiring), outcome in zip(distinct.items(), outcomes)}
+    rows = []
+    for wiring in wirings.values():
+        first = done[_switches_key(wiring)]
         result = first.result and AcceptanceResult(wiring.name, drafting.num_steps,
                                                    first.result.samples, drafting)
         error = first.error and first.error.replace(first.wiring.name, wiring.name)
@@ -105,29 +106,6 @@ def _switches_key(wiring: Wiring) -> str:
     for label in ("name", "note", "engine"):  # labels, not switches
         switches.pop(label)
     return repr(sorted(switches.items()))
-
-
-def _shared_trace(target, prompts, wirings: dict[str, Wiring], drafting: Drafting,
-                  max_new_tokens: int, batch_size: int, progress) -> GreedyTrace | None:
-    """Greedy verification: one target generation serves every wiring (greedy.py)."""
-    runnable = [w for w in wirings.values() if not w.engine_error]
-    if drafting.temperature or not runnable:
-        return None
-    prompts = [p.reshape(-1).cpu() for p in prompts]
-    with progress_bar(len(prompts), progress, "target: greedy generation") as bar:
-        return greedy_trace(target, prompts, max_new_tokens + drafting.num_steps, runnable,
-                            batch_size, bar.update)
-
-
-def _simulate_row(draft, target, prompts, wiring, drafting, max_new_tokens, progress,
-                  batch_size, trace) -> WhatIfRow:
-    try:
-        return WhatIfRow(wiring, simulate(draft, target, prompts, max_new_tokens=max_new_tokens,
-                                          wiring=wiring, progress=progress,
-                                          batch_size=batch_size, drafting=drafting,
-                                          trace=trace))
-    except Eagle3NbError as exc:
-        return WhatIfRow(wiring, None, exc.what)
 
 
 def observed_accept_length(observed) -> float | None:

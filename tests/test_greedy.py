@@ -1,6 +1,8 @@
-"""The greedy fast path (greedy.py: one target generation, then the draft alone) against its oracle,
+"""The greedy fast path (greedy/: one target generation, then the draft alone) against its oracle,
 the step-by-step simulation (acceptance.simulate(stepwise=True)): the same verify steps, token
 for token, for every wiring the kit simulates, chain and tree, on the bundled pair."""
+
+import gc
 
 import pytest
 import torch
@@ -74,6 +76,51 @@ def test_fast_path_equals_the_step_by_step_oracle_for_every_wiring(bundled, shap
     assert compared >= 5, presets.keys()
 
 
+@pytest.mark.parametrize("shape", ["chain", "tree"])
+def test_wirings_simulated_together_equal_each_ones_oracle(bundled, shape, monkeypatch):
+    """simulate_each shares work between wirings (one generation; the drafts of wirings with
+    the same draft module and layer switches stacked in one batch, their extend once per
+    distinct input; wirings that compute the same walked once; one target pass per batch for
+    every wiring's last steps, merged by token): each wiring's steps must still be its own
+    oracle's, token for token."""
+    from eagle3_nb.acceptance import simulate_each
+    from eagle3_nb.greedy.generation import Tail
+    from eagle3_nb.model import Eagle3Draft
+
+    draft, target, presets, prompts = bundled
+    drafting = DRAFTINGS[shape][0]
+    wirings = [w for w in presets.values() if not w.engine_error]
+    passes, tails = [], []
+    run, predict = Eagle3Draft.run, Tail.predict
+    monkeypatch.setattr(Eagle3Draft, "run", lambda *a, **k: passes.append(1) or run(*a, **k))
+    monkeypatch.setattr(Tail, "predict", lambda self, tries: tails.append(tries) or
+                        predict(self, tries))
+    together = simulate_each(draft, target, prompts, wirings, max_new_tokens=16,
+                             batch_size=2, drafting=drafting)
+    shared_passes = len(passes)
+    monkeypatch.undo()
+    assert any(len(nodes) > 1 for tries in tails for nodes in tries.values())  # the tail ran
+    compared = 0
+    for wiring, outcome in zip(wirings, together, strict=True):
+        try:
+            oracle = simulate(draft, target, prompts, max_new_tokens=16, wiring=wiring,
+                              drafting=drafting, batch_size=2, stepwise=True)
+        except Eagle3NbError as exc:
+            assert type(outcome) is type(exc), (wiring.name, outcome)
+            continue
+        assert outcome.wiring == wiring.name
+        same_steps(outcome, oracle)
+        compared += 1
+    assert compared >= 5
+    passes.clear()
+    monkeypatch.setattr(Eagle3Draft, "run", lambda *a, **k: passes.append(1) or run(*a, **k))
+    simulate(draft, target, prompts, max_new_tokens=16, wiring=presets["trained"],
+             drafting=drafting, batch_size=2)
+    # the trained wiring's draft passes, and a few more: one batch per set of layer switches
+    assert shared_passes <= 2 * len(passes), (shared_passes, len(passes))
+    assert gc.isenabled()
+
+
 def test_stop_at_eos_ends_where_the_oracle_ends(bundled):
     draft, target, presets, prompts = bundled
     free = simulate(draft, target, prompts, max_new_tokens=32, wiring=presets["trained"])
@@ -130,7 +177,9 @@ def test_what_if_shares_one_target_generation(bundled, monkeypatch):
     rows = run_what_if(draft, target, prompts, presets, max_new_tokens=12, batch_size=8,
                        drafting=Drafting(4))
     assert sum(r.result is not None for r in rows) >= 5
-    assert len(calls) == 12 + 4      # prefill + one pass per further token, for all prompts
+    # for all prompts and wirings: the prefill, a pass per further token up to the one the last
+    # verify step drafts after, one pass verifying the last steps
+    assert len(calls) == 1 + 10 + 1
 
 
 def test_a_trace_of_other_prompts_or_too_short_is_not_reused(bundled):
