@@ -58,11 +58,12 @@ def per_engine(sglang_0_5_9: Expect, vllm: Expect, sglang_0_5_16: Expect | None 
     """Later SGLang releases behave like the previous one unless given, and so does TensorRT-LLM
     1.4.0rc1 after 1.2.1 (engines/trtllm/profiles.py: what changed between the ranges)."""
     s16 = sglang_0_5_16 or sglang_0_5_9
-    # in the order of each engine's sample_releases (strict: one expectation per release)
-    given = {"sglang": (sglang_0_5_9, s16, sglang_0_5_23 or s16), "vllm": (vllm,),
-             "trtllm": (trtllm_1_2, trtllm_1_4 or trtllm_1_2)}
+    # by engine, in the order of its sample_releases; the registry names the engines and their
+    # releases, and each registered engine must have one expectation per release (strict)
+    given = dict(sglang=(sglang_0_5_9, s16, sglang_0_5_23 or s16), vllm=(vllm,),
+                 trtllm=(trtllm_1_2, trtllm_1_4 or trtllm_1_2))
     return {f"{e.name}=={release}": expected for e in engines().values()
-            for release, expected in zip(e.sample_releases, given.get(e.name, ()), strict=True)}
+            for release, expected in zip(e.sample_releases, given[e.name], strict=True)}
 
 
 @dataclass(frozen=True)
