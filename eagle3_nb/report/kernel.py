@@ -29,6 +29,7 @@ _PREPARE = ("get_ipython().run_line_magic('reset', '-f')\n"
             "_eagle3nb_os.chdir({cwd!r})\n"
             "del _eagle3nb_os\n")
 START_TIMEOUT_S = 120
+_ABANDONED: list = []   # clients of an interrupted run, kept until exit (abandon_clients)
 
 
 class ReportKernel:
@@ -77,6 +78,16 @@ class ReportKernel:
         if self.km is not None:
             for client in self.km.clients:
                 client.stop_channels()
+            self.km.clients.clear()
+
+    def abandon_clients(self) -> None:
+        """After Ctrl-C or a signal (io.files.cleanup_on_signals) stopped a notebook mid-run:
+        stopping the clients' channels then can block forever in zmq's Context.term, on a socket
+        the interrupted coroutine still holds (seen: a report that outlived SIGHUP in
+        KernelClient.stop_channels). The process is ending, so the clients are kept until it
+        exits, where pyzmq does not destroy contexts, and never collected before."""
+        if self.km is not None:
+            _ABANDONED.extend(self.km.clients)
             self.km.clients.clear()
 
     def _start(self) -> None:

@@ -170,8 +170,13 @@ def _execute(notebook: Path, output: Path, params: dict[str, Any], kernel_name: 
             try:
                 pm.execute_notebook(notebook, output, kernel_name=kernel.kernel_name,
                                     km=kernel.km, **common)
-            finally:
+            except Exception:
                 kernel.release_clients()
+                raise
+            except BaseException:   # interrupted: see ReportKernel.abandon_clients
+                kernel.abandon_clients()
+                raise
+            kernel.release_clients()
             return
         with kernel_sockets() as sockets:
             pm.execute_notebook(notebook, output, kernel_name=resolve_kernel(kernel_name),
