@@ -238,3 +238,59 @@ def test_check6_without_dumps_says_the_provenance_and_needs_no_torch():
         regenerated["message"]
     unknown = finding(check("off-policy"), "TRAIN_DATA_OFF_POLICY")
     assert "unknown" in unknown["message"]
+
+
+# ------------------------------------------------- SpecForge's pre-tokenized rows (prompts_path)
+
+def _token_rows() -> list[dict]:
+    return [json.loads(line) for line in
+            (TRAINING / "speculators" / "data.jsonl").read_text().splitlines()]
+
+
+def test_pretokenized_rows_as_a_json_array_or_1_by_l_read_as_their_jsonl_twin(tmp_path):
+    """SpecForge's prompt reader takes a JSON array as well as JSONL, and one [1, L] sequence
+    per column (prompt_builder.py _iter_records, _normalize_integer_sequence)."""
+    rows = _token_rows()
+    (tmp_path / "array").mkdir()
+    (tmp_path / "array" / "prompts.json").write_text(json.dumps(rows))
+    (tmp_path / "wrapped").mkdir()
+    (tmp_path / "wrapped" / "prompts.jsonl").write_text("\n".join(json.dumps(
+        {"input_ids": [r["input_ids"]], "loss_mask": [r["loss_mask"]]}) for r in rows))
+    twin = check("speculators", draft=None)
+    for form in ("array", "wrapped"):
+        assert [p.name for p in discover(tmp_path / form).tokens] == \
+            ["prompts.json" if form == "array" else "prompts.jsonl"]
+        from eagle3_nb.checks.data import check_data
+        data = check_data(tmp_path / form, tokenizer=TOKENIZER, chat_template=TEMPLATE,
+                          serve_thinking=False).to_json()
+        assert data["stats"] == twin["stats"], form
+        assert codes(data, "error", "warning") == codes(twin, "error", "warning")
+
+
+@pytest.mark.parametrize("row, said", [
+    ({"input_ids": [5, 6, 7], "loss_mask": [0, 2, 1]}, "loss_mask holds 2"),
+    ({"input_ids": [5, True, 7], "loss_mask": [0, 1, 1]}, "input_ids is not a list of integers"),
+    ({"input_ids": [[5, 6], [7, 8]], "loss_mask": [[0, 1], [1, 1]]},
+     "input_ids is not a list of integers"),
+])
+def test_a_token_row_specforge_refuses_is_refused_with_its_row(tmp_path, row, said):
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(json.dumps(_token_rows()[0]) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(Eagle3NbError, match=said) as err:
+        list(iter_rows(path))
+    assert "line 2" in str(err.value)
+    out = subprocess.run([sys.executable, "-m", "eagle3_nb.cli", "data", str(path),
+                          "--tokenizer", str(TOKENIZER)], capture_output=True, text=True)
+    assert out.returncode == 2 and "Traceback" not in out.stderr and said in out.stderr
+
+
+def test_a_json_array_too_big_to_parse_whole_is_refused_with_the_conversion(tmp_path,
+                                                                             monkeypatch):
+    import eagle3_nb.io.training_data as td
+
+    path = tmp_path / "prompts.json"
+    path.write_text(json.dumps(_token_rows()))
+    monkeypatch.setattr(td, "MAX_ARRAY_BYTES", 1024)
+    with pytest.raises(Eagle3NbError, match="parsed whole") as err:
+        list(iter_rows(path))
+    assert "JSONL" in err.value.todo

@@ -16,8 +16,11 @@ docs/training-data.md):
   `build_speculator_training_dataset` passes them through (`_passthrough_pretokenized`) and
   writes them (`_append_row`: one row per assistant turn, clipped to max_length), and as
   SpecForge's `preprocess_conversations` returns them (`input_ids`, `loss_mask`,
-  `attention_mask`). The trainers store these as Arrow (`datasets` cache / `save_to_disk`);
-  the kit reads them as JSONL rows (export with `dataset.to_json`).
+  `attention_mask`). The trainers store these as Arrow: SpecForge's `build_eagle3_dataset`
+  map cache (`{cache_dir}/{cache_key}.pkl`, an Arrow stream despite the suffix) and
+  speculators' `prepare_data.py` `save_to_disk` folder; the kit reads those files
+  (io/training_arrow.py, pyarrow) into the same rows as JSONL, or lists them unread with the
+  next step when pyarrow is not installed. A real pickle is never opened.
 - `text` rows: SpecForge `data.is_preformatted` (`build_eagle3_dataset`).
 - SpecForge YAML config (`specforge/config/schema.py` `DataConfig`, `TrainingConfig`,
   `ModelConfig`): data.max_length (2048), data.chat_template ("llama3"),
@@ -33,24 +36,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from eagle3_nb.errors import Eagle3NbError
+from eagle3_nb.io.training_arrow import (INSTALL, STATE_JSON, TrainingDataError, arrow_format,
+                                         arrow_rows_kind, have_pyarrow, iter_arrow_records,
+                                         saved_dataset_files)
 
 ROLE_ALIASES = {"human": "user", "gpt": "assistant"}
 MAX_LINE_BYTES = 64 << 20   # one JSONL row; a row past this is not a training sample
+MAX_ARRAY_BYTES = 256 << 20  # a JSON-array file is parsed whole
 CONFIG_SUFFIXES = (".yaml", ".yml")
 MAPPING_NAMES = ("token_freq.pt",)           # speculators prepare-data output
 DUMP_GLOBS = ("hs_*.safetensors", "*.ckpt", "*.ckpt.gz")
-ARROW_SUFFIXES = (".arrow", ".pkl")          # datasets caches: listed, not read
-
-
-class TrainingDataError(Eagle3NbError):
-    """A training-data file the kit cannot read."""
+ARROW_SUFFIXES = (".arrow", ".pkl")          # datasets caches (SpecForge names its cache .pkl)
 
 
 @dataclass
 class Row:
-    """One JSONL row as the trainers see it: conversation and/or tokens, and provenance."""
-    line: int
+    """One row as the trainers see it: conversation and/or tokens, and provenance."""
+    line: int                                   # JSONL line, or Arrow row number (from 1)
     conversation: list[dict[str, Any]] | None = None
     input_ids: list[int] | None = None
     loss_mask: list[int] | None = None
@@ -93,15 +95,28 @@ def normalize_message(message: Any) -> dict[str, Any]:
 
 
 def _int_list(value: Any, key: str, where: str) -> list[int]:
-    if not isinstance(value, list) or not all(isinstance(v, int) for v in value):
+    """A token row's column as SpecForge's pre-tokenized reader takes it
+    (`specforge/data/prompt_builder.py` `_normalize_integer_sequence`): one [1, L] sequence
+    unwrapped, integers only (no bools among ids), a loss mask of 0 and 1 only."""
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
+        value = value[0]
+    if not isinstance(value, list) or not all(isinstance(v, int) for v in value) \
+            or key == "input_ids" and any(isinstance(v, bool) for v in value):
         raise TrainingDataError(f"{key} is not a list of integers", where,
                                 "write token rows as {\"input_ids\": [...], \"loss_mask\": [...]}")
+    if key == "loss_mask" and any(v not in (0, 1) for v in value):
+        bad = next(v for v in value if v not in (0, 1))
+        raise TrainingDataError(f"loss_mask holds {bad!r}, not only 0 and 1", where,
+                                "write the mask as 0/1 per token (SpecForge's reader refuses "
+                                "other values: prompt_builder.py _normalize_integer_sequence)")
     return [int(v) for v in value]
 
 
-def parse_row(obj: Any, line: int, where: str) -> Row:
+def parse_row(obj: Any, line: int, where: str, unit: str = "line") -> Row:
+    """One row (a JSONL line's object, or an Arrow row as iter_arrow_records gives it);
+    `unit` names its place in messages (line or row)."""
     if not isinstance(obj, dict):
-        raise TrainingDataError(f"line {line} is not a JSON object", where,
+        raise TrainingDataError(f"{unit} {line} is not a JSON object", where,
                                 "write one JSON object per line")
     row = Row(line, id=obj.get("id"), status=obj.get("status"), error=obj.get("error"),
               has_status="status" in obj)
@@ -109,11 +124,11 @@ def parse_row(obj: Any, line: int, where: str) -> Row:
     if isinstance(conv, list):
         row.conversation = [normalize_message(m) for m in conv]
     if "input_ids" in obj or "loss_mask" in obj:
-        here = f"{where} line {line}"
+        here = f"{where} {unit} {line}"
         row.input_ids = _int_list(obj.get("input_ids"), "input_ids", here)
         row.loss_mask = _int_list(obj.get("loss_mask"), "loss_mask", here)
         if len(row.input_ids) != len(row.loss_mask):
-            raise TrainingDataError(f"line {line}: input_ids has {len(row.input_ids)} tokens, "
+            raise TrainingDataError(f"{unit} {line}: input_ids has {len(row.input_ids)} tokens, "
                                     f"loss_mask {len(row.loss_mask)}", where,
                                     "each row's loss_mask must have one entry per token")
     if isinstance(obj.get("text"), str):
@@ -122,11 +137,20 @@ def parse_row(obj: Any, line: int, where: str) -> Row:
 
 
 def iter_rows(path: str | Path, max_rows: int | None = None) -> Iterator[Row]:
-    """Stream a JSONL file row by row (never the whole file in memory), at most max_rows."""
+    """Stream a JSONL or Arrow file row by row (never the whole file in memory), at most
+    max_rows."""
     path = Path(path)
     where = str(path)
     if not path.is_file():
         raise TrainingDataError("file not found", where, "pass a JSONL file or its directory")
+    if arrow_format(path):
+        for n, obj in iter_arrow_records(path, max_rows):
+            yield parse_row(obj, n, where, "row")
+        return
+    if json_array(path):
+        for n, obj in _array_records(path, max_rows):
+            yield parse_row(obj, n, where, "record")
+        return
     n = 0
     with path.open("rb") as fh:
         for line_no, raw in enumerate(fh, 1):
@@ -146,6 +170,33 @@ def iter_rows(path: str | Path, max_rows: int | None = None) -> Iterator[Row]:
             yield parse_row(obj, line_no, where)
 
 
+def json_array(path: Path) -> bool:
+    """Whether the file holds one JSON array (its first non-space character is "["), which
+    SpecForge's `prompt_builder.py` `_iter_records` reads as well as JSONL."""
+    with Path(path).open("rb") as fh:
+        head = fh.read(4096).lstrip()
+    return head.startswith(b"[")
+
+
+def _array_records(path: Path, max_rows: int | None) -> Iterator[tuple[int, Any]]:
+    """A JSON array's records, parsed whole as SpecForge parses it: bounded by size."""
+    where = str(path)
+    if path.stat().st_size > MAX_ARRAY_BYTES:
+        raise TrainingDataError(f"a JSON array over {MAX_ARRAY_BYTES >> 20} MiB is parsed whole",
+                                where, "convert it to JSONL, one object per line: python -c "
+                                "\"import json,sys; [print(json.dumps(r)) for r in "
+                                "json.load(open(sys.argv[1]))]\" FILE > FILE.jsonl")
+    try:
+        records = json.loads(path.read_bytes())
+    except (ValueError, RecursionError) as exc:
+        raise TrainingDataError(f"not a JSON array ({str(exc)[:80]})", where,
+                                "write one JSON array of objects, or JSONL") from None
+    if not isinstance(records, list):
+        raise TrainingDataError("not a JSON array", where, "write one JSON array of objects")
+    for i, obj in enumerate(records[:max_rows] if max_rows is not None else records, 1):
+        yield i, obj
+
+
 def first_row(path: Path) -> Row | None:
     for row in iter_rows(path, 1):
         return row
@@ -159,20 +210,51 @@ def discover(path: str | Path) -> TrainingFiles:
         raise TrainingDataError("no such file or directory", str(root),
                                 "pass the training JSONL or the directory that holds it")
     files = TrainingFiles(root)
-    candidates = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-    for p in candidates:
+    for p in _candidates(root):
         _classify(files, p)
     if not files.data_files():
-        raise TrainingDataError("no training rows here (no JSONL with conversations, "
-                                "input_ids/loss_mask or text)", str(root),
-                                "pass the training JSONL; export Arrow datasets with "
-                                "dataset.to_json(PATH)")
+        raise TrainingDataError("no training rows here (no JSONL or Arrow dataset with "
+                                "conversations, input_ids/loss_mask or text)", str(root),
+                                unread_next_step(files) or "pass the training JSONL, "
+                                "SpecForge's dataset cache or speculators' prepare_data output")
     return files
+
+
+def _candidates(root: Path) -> list[Path]:
+    """The files to sort: in a save_to_disk folder (state.json) its shards in state.json
+    order, no other .arrow, and its other files (speculators' token_freq.pt) as they come."""
+    if root.is_file():
+        return [root]
+    paths = sorted(p for p in root.rglob("*") if p.is_file())
+    saved = {p.parent: saved_dataset_files(p.parent) for p in paths if p.name == STATE_JSON}
+    saved = {folder: shards for folder, shards in saved.items() if shards is not None}
+    out = []
+    for p in paths:
+        if p.parent in saved and p.name == STATE_JSON:
+            out += saved[p.parent]
+        elif p.parent not in saved or p.suffix != ".arrow":
+            out.append(p)
+    return out
+
+
+def unread_next_step(files: TrainingFiles) -> str | None:
+    """What to do about the dataset files listed unread (None when there are none)."""
+    if not files.unread:
+        return None
+    pickles = sum(1 for p in files.unread if not arrow_format(p))
+    arrow = len(files.unread) - pickles
+    steps = [f"{arrow} Arrow file(s) need pyarrow: {INSTALL}"] if arrow else []
+    if pickles:
+        steps.append(f"{pickles} pickle(s) are never opened: export the rows with "
+                     "dataset.to_json(PATH)")
+    return "; ".join(steps)
 
 
 def _classify(files: TrainingFiles, p: Path) -> None:
     name = p.name
-    if name.endswith(".jsonl"):
+    if p.suffix in ARROW_SUFFIXES:
+        _classify_arrow(files, p)
+    elif name.endswith(".jsonl") or p.suffix == ".json" and json_array(p):
         row = first_row(p)
         if row is None:
             return
@@ -186,8 +268,22 @@ def _classify(files: TrainingFiles, p: Path) -> None:
         files.mappings.append(p)
     elif any(p.match(g) for g in DUMP_GLOBS):
         files.dumps.append(p)
-    elif p.suffix in ARROW_SUFFIXES:
+
+
+def _classify_arrow(files: TrainingFiles, p: Path) -> None:
+    """Arrow rows by their columns; datasets' indices files hold none; without pyarrow, or for
+    a pickle (never opened), listed unread."""
+    if arrow_format(p) is None:
+        if p.suffix == ".arrow":
+            raise TrainingDataError("not an Arrow IPC stream (no Arrow header)", str(p),
+                                    "the file is truncated or not an Arrow dataset file")
         files.unread.append(p)
+    elif not have_pyarrow():
+        files.unread.append(p)
+    else:
+        kind = arrow_rows_kind(p)
+        if kind is not None:
+            getattr(files, kind).append(p)
 
 
 @dataclass

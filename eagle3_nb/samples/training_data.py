@@ -10,6 +10,11 @@ non-thinking through a chat template with a thinking switch, as Qwen3's has.
     specforge/            regenerated conversations, a SpecForge YAML (qwen3-instruct) and the
                           vocab mapping built from them: good
     speculators/          token rows of the same answers, as a regeneration writes them: good
+    speculators-arrow/    the same rows as speculators' prepare_data.py saves them
+                          (Dataset.save_to_disk: an Arrow stream shard, state.json,
+                          dataset_info.json): good
+    empty-masks-arrow/    SpecForge's build_eagle3_dataset map cache ({cache_key}.pkl, an Arrow
+                          stream) of the conversations tokenised with llama3: every mask empty
     thinking-template/    token rows made with qwen3-thinking: think markers supervised
     empty-masks/          a YAML naming llama3 headers: no assistant span found
     dropped-rows/         rows marked error/skipped, a leading assistant turn, a role-order break
@@ -23,6 +28,7 @@ non-thinking through a chat template with a thinking switch, as Qwen3's has.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -164,6 +170,7 @@ def build_training_data(out_dir: Path, trained_dir: Path) -> None:
     _yaml(root / "specforge" / "config.yaml", GOOD_YAML)
     _fresh_mapping(root / "specforge", _specforge_rows(b, convs, "qwen3-instruct", 256))
     _jsonl(root / "speculators" / "data.jsonl", on)
+    _saved_dataset(root / "speculators-arrow", on)
     _jsonl(root / "off-policy" / "data.jsonl", off)
     _broken_variants(root, b, convs, on)
 
@@ -175,6 +182,8 @@ def _broken_variants(root: Path, b: _Builder, convs: list[dict], on: list[dict])
     _yaml(d / "config.yaml", {**GOOD_YAML, "chat_template": "qwen3-thinking"})
     _jsonl(root / "empty-masks" / "train.jsonl", convs)
     _yaml(root / "empty-masks" / "config.yaml", {**GOOD_YAML, "chat_template": "llama3"})
+    _specforge_cache(root / "empty-masks-arrow", _specforge_rows(b, convs, "llama3", 256),
+                     {"path": "train.jsonl", "max_length": 256, "chat_template": "llama3"})
     _jsonl(root / "truncated" / "train.jsonl", convs)
     _yaml(root / "truncated" / "config.yaml", {**GOOD_YAML, "max_length": 176})
     _jsonl(root / "dropped-rows" / "train.jsonl", _dropped(convs))
@@ -250,3 +259,82 @@ def _mismatched_dump(d: Path, b: _Builder) -> None:
     bad = ids.clone()
     bad[6] = (bad[6] + 1) % 512
     save_file({"hidden_states": states.contiguous(), "token_ids": bad}, str(d / "hs_0.safetensors"))
+
+
+# ----------------------------------------------------------------------------- Arrow, as datasets
+# 5.0.1 writes it: `arrow_writer.py` `ArrowWriter` (an IPC stream, schema metadata "huggingface",
+# input_ids int32 and attention_mask int8 by `OptimizedTypedSequence`), `arrow_dataset.py`
+# `Dataset.save_to_disk` (state.json, dataset_info.json). eagle3_nb/io/training_arrow.py cites
+# the trainers' side.
+
+def _value(dtype: str) -> dict:
+    return {"dtype": dtype, "_type": "Value"}
+
+
+def _list(feature: dict) -> dict:
+    return {"feature": feature, "_type": "List"}
+
+
+def _arrow_stream(path: Path, columns: dict[str, tuple[dict, list]], fingerprint: str | None
+                  ) -> int:
+    """Write columns {name: (datasets feature, values)} as ArrowWriter does; returns the
+    table's nbytes (dataset_info's num_bytes)."""
+    import pyarrow as pa
+
+    types = {"Value": lambda f: getattr(pa, f["dtype"])(),
+             "List": lambda f: pa.list_(to_type(f["feature"]))}
+
+    def to_type(feature: dict):
+        return types[feature["_type"]](feature)
+
+    meta: dict = {"info": {"features": {k: f for k, (f, _) in columns.items()}}}
+    if fingerprint is not None:
+        meta["fingerprint"] = fingerprint
+    table = pa.table({k: pa.array(v, to_type(f)) for k, (f, v) in columns.items()})
+    table = table.replace_schema_metadata({"huggingface": json.dumps(meta)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with pa.OSFile(str(path), "wb") as sink, pa.RecordBatchStreamWriter(sink, table.schema) as w:
+        w.write_table(table, 1000)   # config.DEFAULT_MAX_BATCH_SIZE rows per batch
+    return table.nbytes
+
+
+def _fingerprint(rows: list[dict]) -> str:
+    """16 hex digits, as datasets' fingerprints are; here a hash of the rows (reproducible)."""
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _saved_dataset(d: Path, rows: list[dict]) -> None:
+    """speculators `scripts/prepare_data.py` `main`: `dataset.save_to_disk(--output)` of
+    `_append_row`'s rows (input_ids, loss_mask as torch.long, seq_len) after
+    `set_format(type="torch")`; one shard."""
+    shard = "data-00000-of-00001.arrow"
+    features = {"input_ids": _list(_value("int32")), "loss_mask": _list(_value("int64")),
+                "seq_len": _value("int64")}
+    nbytes = _arrow_stream(d / shard, {k: (f, [r[k] for r in rows])
+                                       for k, f in features.items()}, None)
+    state = {"_data_files": [{"filename": shard}], "_fingerprint": _fingerprint(rows),
+             "_format_columns": list(features), "_format_kwargs": {}, "_format_type": "torch",
+             "_output_all_columns": False, "_split": None}
+    (d / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
+    source = sum(len(json.dumps(r, sort_keys=True, separators=(",", ":"))) + 1 for r in rows)
+    info = {"builder_name": "json", "citation": "", "config_name": "default",
+            "dataset_name": "json", "dataset_size": nbytes, "description": "",
+            "download_size": source, "features": features, "homepage": "", "license": "",
+            "size_in_bytes": nbytes + source,
+            "splits": {"train": {"name": "train", "num_bytes": nbytes, "num_examples": len(rows),
+                                 "dataset_name": "json"}},
+            "version": {"version_str": "0.0.0", "major": 0, "minor": 0, "patch": 0}}
+    (d / "dataset_info.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
+
+
+def _specforge_cache(d: Path, rows: list[dict], identity: dict) -> None:
+    """SpecForge `build_eagle3_dataset`'s `dataset.map(cache_file_name=
+    f"{cache_dir}/{cache_key}.pkl")`: an Arrow stream whatever the suffix, one [1, L] sequence
+    per row (`preprocess_conversations`), named by a sha256 of the run's identity as
+    `training/assembly.py` `_prompt_cache_key` names it."""
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    features = {"input_ids": _list(_list(_value("int32"))),
+                "loss_mask": _list(_list(_value("int64"))),
+                "attention_mask": _list(_list(_value("int8")))}
+    _arrow_stream(d / f"{key}.pkl", {k: (f, [[r[k]] for r in rows])
+                                     for k, f in features.items()}, _fingerprint(rows))

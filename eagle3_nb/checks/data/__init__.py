@@ -23,7 +23,7 @@ from eagle3_nb.checks.result import JsonResult
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.findings import SUMMARY_VERSION, given, sort_findings
 from eagle3_nb.io.training_data import (TrainConfig, TrainingFiles, discover, iter_rows,
-                                        newest_mtime, read_train_config)
+                                        newest_mtime, read_train_config, unread_next_step)
 
 SPECFORGE_MAX_LENGTH = 2048   # specforge/config/schema.py DataConfig.max_length default
 BATCH = 512                   # conversations rendered, then tokenised together (encode_batch)
@@ -345,8 +345,7 @@ def _skipped(scan: Scan, has_template: bool, trainer_name, files: TrainingFiles)
     if scan.max_length is None:
         out.append("truncation (check 4) needs --max-length or the training config")
     if files.unread:
-        out.append(f"{len(files.unread)} Arrow/pickle dataset files not read: export them with "
-                   "dataset.to_json(PATH)")
+        out.append(f"{len(files.unread)} dataset file(s) not read: {unread_next_step(files)}")
     return out
 
 

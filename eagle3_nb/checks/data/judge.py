@@ -61,7 +61,9 @@ def mask_findings(s: Scan) -> list[Finding]:
         sev = ERROR if s.empty == s.token_rows else WARNING
         out.append(Finding("LOSS_MASK_EMPTY", sev,
                            f"{s.empty} of {s.token_rows} rows ({s.empty / s.token_rows:.1%}) "
-                           "have no supervised token: they cost compute and teach nothing",
+                           "have no supervised token: they teach nothing (SpecForge drops such rows before "
+                           "EAGLE-3 training, minimum_valid_tokens: the conversations they "
+                           "held are lost)",
                            {"empty_rows": s.empty, "rows": s.token_rows,
                             "examples": s.examples.get("empty", [])}))
     if s.bad_starts or s.bad_ends:
