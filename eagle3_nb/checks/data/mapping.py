@@ -153,7 +153,11 @@ def domain_findings(prompt_ids: list[list[int]], train_counts: np.ndarray,
     return result, [Finding("TRAIN_DOMAIN_GAP", INFO,
                             f"serving prompts ({where}): draft-vocab coverage "
                             f"{_pct(sc)} vs training {_pct(tc)}; {_pct(unseen)} of their tokens "
-                            "never occur in training", result)]
+                            "never occur in training"
+                            + ("" if kept is not None else " (no pruned draft vocab to "
+                               "measure: --draft DRAFT gives the draft's own; a mapping file "
+                               "beside the data need not be the one it was trained with)"),
+                            result)]
 
 
 def _pct(x: float | None) -> str:
