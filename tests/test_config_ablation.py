@@ -70,6 +70,16 @@ def test_variants_edit_one_field_of_a_copy(tmp_path):
     # ... and what fails only past the probe (its CPU_ARTEFACTS) still fails in the kit
     ("flat.eagle_aux_hidden_state_layer_ids.contradicts", "sglang==0.5.23", "raises"),
     ("spec.transformer_layer_config.rms_norm_eps.wrong-type", "vllm==0.34.0", "refuses"),
+    # the EAGLE worker's getattr(hf_config, "eagle_config", {}).get(...) meets a null in
+    # 0.5.8-0.5.14 only (read in their wheels; the probe builds no worker)
+    ("flat.eagle_config.null", "sglang==0.5.7", "starts"),
+    ("flat.eagle_config.null", "sglang==0.5.9", "raises"),
+    ("flat.eagle_config.null", "sglang==0.5.14", "raises"),
+    ("flat.eagle_config.null", "sglang==0.5.15", "starts"),
+    # the draft-extend graph's top-level-ids width came with PR #29464 in 0.5.15
+    ("flat.eagle_aux_hidden_state_layer_ids.contradicts", "sglang==0.5.14", "starts"),
+    ("flat.eagle_aux_hidden_state_layer_ids.contradicts", "sglang==0.5.15", "raises"),
+    ("flat.eagle_aux_hidden_state_layer_ids.wrong-type", "sglang==0.5.16", "raises"),
 ])
 def test_kit_predictions_the_engines_showed(tmp_path, name, release, outcome):
     folder = ablation.write_variant(_variant(name), tmp_path)

@@ -131,14 +131,16 @@ def test_speculators_aux_ids_written_as_a_string(tmp_path, capsys):
       "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 5]}}, False),
 ])
 def test_sglang_sizes_its_draft_extend_graph_from_top_level_ids(tmp_path, capsys, edits, fails):
-    """SGLang 0.5.17+: get_draft_input_from_target_hidden_dim counts the top-level ids where
-    nothing else sets the count, the draft's fc takes 3 states: a CUDA graph of the wrong width
-    (the probe's CPU captures none, so the ablation lists it as a CPU artefact)."""
+    """SGLang 0.5.15+ (PR #29464): get_draft_input_from_target_hidden_dim counts the top-level
+    ids where nothing else sets the count, the draft's fc takes 3 states: a CUDA graph of the
+    wrong width (the probe's CPU captures none, so the ablation lists it as a CPU artefact).
+    0.5.13-0.5.14 size that graph from eagle_config's ids only."""
     code, report, _ = _inspect(capsys, _draft(tmp_path, "good", **edits), "sglang==0.5.23",
-                               "sglang==0.5.9")
-    graph = [m for m in _messages(report, "sglang==0.5.23", "LOAD_ERROR") if "CUDA graph" in m]
-    assert bool(graph) == fails
-    assert not [m for m in _messages(report, "sglang==0.5.9", "LOAD_ERROR") if "CUDA graph" in m]
+                               "sglang==0.5.15", "sglang==0.5.14", "sglang==0.5.9")
+    for engine, rule in (("sglang==0.5.23", fails), ("sglang==0.5.15", fails),
+                         ("sglang==0.5.14", False), ("sglang==0.5.9", False)):
+        graph = [m for m in _messages(report, engine, "LOAD_ERROR") if "CUDA graph" in m]
+        assert bool(graph) == rule, engine
 
 
 # ----------------------------------------------------------------------------- aux count

@@ -505,3 +505,37 @@ def test_a_shard_path_that_climbs_out_and_back_is_written_inside_dst(tmp_path):
     assert not any(".." in w for w in json.loads(
         (tmp_path / "out" / "model.safetensors.index.json").read_text())["weight_map"].values())
     assert _snapshot(src) == before
+
+
+@pytest.mark.parametrize("sample,to", [("good", "eagle"), ("good", "speculators"),
+                                       ("good-speculators", "speculators"),
+                                       ("good-speculators", "eagle")])
+def test_a_count_written_as_a_string_is_repaired_in_the_copy_and_said(tmp_path, sample, to):
+    """#25: num_aux_hidden_states "3" is set aside by the kit and makes the releases that build fc
+    from it raise; a copy carries fc's count as an integer, named as a change and a warning."""
+    import shutil
+
+    from conftest import DRAFTS, TARGET_CONFIG
+    from eagle3_nb.checks.load import inspect_checkpoint
+
+    src = tmp_path / "src"
+    shutil.copytree(DRAFTS / sample, src)
+    raw = json.loads((src / "config.json").read_text())
+    raw["num_aux_hidden_states"] = "3"
+    (src / "config.json").write_text(json.dumps(raw))
+
+    def num_aux_errors(path):
+        found = inspect_checkpoint(path, ["sglang==0.5.23", "vllm==0.34.0"], TARGET_CONFIG,
+                                   stats=False).to_json()["findings"]
+        return [f for f in found if f["severity"] == "error" and "num_aux_hidden_states"
+                in f["message"]]
+
+    # a flat config's count is read (and raises); vLLM's speculators reader never reads it
+    assert bool(num_aux_errors(src)) == (sample == "good")
+    r = convert_checkpoint(src, tmp_path / "out", to=to)
+    assert json.loads((tmp_path / "out" / "config.json").read_text())[
+        "num_aux_hidden_states"] == 3
+    change = next(c for c in r.config_changes if c.key == "num_aux_hidden_states")
+    assert change.old == "3" and change.new == 3 and "fc's count" in change.reason
+    assert any("num_aux_hidden_states" in w and "repaired" in w for w in r.warnings)
+    assert not num_aux_errors(tmp_path / "out")

@@ -372,7 +372,8 @@ _GRAPH = ("sglang srt/speculative/eagle_worker_v2.py EagleDraftWorker._capture_c
           "LlamaModel.forward): startup fails, as the kit predicts")
 _WORKER = ("sglang srt/speculative/eagle_worker.py EAGLEWorker.__init__ and eagle_worker_v2.py "
            "EAGLEWorkerV2.__init__ [0.5.9]: getattr(hf_config, 'eagle_config', {})"
-           ".get('use_aux_hidden_state', True) raises AttributeError on a string; the probe "
+           ".get('use_aux_hidden_state', True) raises AttributeError on a string or a null "
+           "(the {} default covers an absent key only); the probe "
            "builds the draft class only, which never reads eagle_config in 0.5.9")
 _CAPTURE = ("sglang srt/model_executor/model_runner.py ModelRunner.__init__ [0.5.9]: the target "
             "gets eagle_config's ids as written and models/llama.py set_eagle3_layers_to_capture "
@@ -391,6 +392,7 @@ CPU_ARTEFACTS = {
     ("sglang 0.5.23", "flat.eagle_aux_hidden_state_layer_ids.wrong-type"): _GRAPH,
     ("sglang 0.5.23", "flat.eagle_aux_hidden_state_layer_ids.contradicts"): _GRAPH,
     ("sglang 0.5.9", "flat.eagle_config.wrong-type"): _WORKER,
+    ("sglang 0.5.9", "flat.eagle_config.null"): _WORKER,
     ("sglang 0.5.9", "flat.eagle_config.eagle_aux_hidden_state_layer_ids.wrong-type"): _CAPTURE,
     ("vllm", "spec.transformer_layer_config.rms_norm_eps.wrong-type"): _FORWARD,
 }
@@ -603,9 +605,11 @@ CHANGED = (
     "speculators config's speculators_config or architectures of the wrong type are set aside "
     "(DraftConfig.unread, mla_unread) instead of refused: aux ids no engine reads as ids give "
     "AUX_LAYERS_DEFAULTED naming the value, and each release's config_rules say where one "
-    "raises (num_aux_hidden_states where fc is built from it; SGLang 0.5.17+ sizes its "
+    "raises (num_aux_hidden_states where fc is built from it; SGLang 0.5.15+ sizes its "
     "draft-extend CUDA graph from len() of the top-level ids, so one whose length is not 3 fails "
-    "at graph capture; the draft classes that count top-level ids with len()).",
+    "at graph capture; the draft classes that count top-level ids with len()). An "
+    "eagle_config written as null starts everywhere but on SGLang 0.5.8-0.5.14, whose EAGLE "
+    "worker reads it with getattr(..., {}).get() (a CPU artefact: the probe builds no worker).",
     "Still refused (genuinely unreadable, or failing on a GPU where the probe starts, listed under "
     "CPU artefacts): head counts that do not divide, a string rms_norm_eps in a speculators "
     "layer config (vLLM's first forward), eagle_config or its ids of the wrong type, wrong "

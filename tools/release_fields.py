@@ -236,6 +236,20 @@ SGLANG_MARKERS: tuple[Marker, ...] = (
            "the capture loop yields boundary L (the last layer's output), per target family",
            "0.5.17 gpt_oss: 5df193b4ac (#32334)",
            {"n/n/-": "none", "n/n/n": "none", "n/n/y": "gpt_oss"}),
+    Marker("config_rules (graph width from top-level ids)",
+           (P(SRT + "speculative/eagle_utils.py", "has",
+              r"getattr\(hf_config,\s*\"eagle_aux_hidden_state_layer_ids\"",
+              "get_draft_input_from_target_hidden_dim"),),
+           "the draft-extend CUDA graph sizes its hidden-state input from len(top-level ids) when "
+           "num_aux_hidden_states and eagle_config's ids are unset "
+           "(GRAPH_WIDTH_FROM_TOP_LEVEL_IDS)",
+           "0.5.15: PR #29464", {"-": "no fallback", "n": "no fallback", "y": "top-level len"}),
+    Marker("config_rules (eagle_config: null at the worker)",
+           (P(SRT + "speculative/eagle_worker*.py", "has", r"\"eagle_config\",\s*\{\}"),),
+           "the EAGLE worker reads getattr(hf_config, 'eagle_config', {}).get(...): a null "
+           "eagle_config raises AttributeError at startup (WORKER_EAGLE_CONFIG_NULL)",
+           "0.5.8: PR #14920; 0.5.15: PR #29464", {"-": "not read", "n": "not read",
+                                                    "y": "null raises"}),
 )
 # Fields too subtle for a regex: printed as "not markable: read by hand" (a new release needs
 # them read in the code, whatever the markers say).

@@ -275,10 +275,37 @@ def build_config(ckpt: Checkpoint, cfg: DraftConfig, target: Target, entries: li
     else:
         out, changes, warnings = _speculators_from_flat(raw, cfg, entries, where)
     changes = [c for c in changes if not (c.old == c.new and (c.old_key or c.key) == c.key)]
+    repaired = _num_aux_repaired(out, cfg, entries)
+    changes += repaired
+    warnings += [f"repaired in the copy: {c.describe()}" for c in repaired]
     changes += _unaccounted(raw, out, changes)
     if target.config == "flat":   # SGLang-only advice: not for an engine that keeps the dialect
         warnings += _flat_warnings(out, entries)
     return out, changes, warnings
+
+
+def _num_aux_repaired(out: dict[str, Any], cfg: DraftConfig, entries: list[PlannedTensor],
+                      ) -> list[ConfigChange]:
+    """A num_aux_hidden_states that is no integer (the kit set it aside: config.unread) written
+    as fc's count, in_features / target_hidden_size; removed when fc does not give one. Copied
+    as it was, the engines that build fc from it would raise (config_rules.NUM_AUX_READ)."""
+    if "num_aux_hidden_states" not in cfg.unread or "num_aux_hidden_states" not in out:
+        return []
+    old = out.pop("num_aux_hidden_states")
+    fc = next((e.info.shape for e in entries if e.canonical == "fc.weight"), None)
+    why = f"not an integer ({_json_kind(old)}): {FACTS['num_aux_not_int']}"
+    if fc and len(fc) == 2 and fc[1] % cfg.Ht == 0:
+        out["num_aux_hidden_states"] = fc[1] // cfg.Ht
+        return [ConfigChange("num_aux_hidden_states", old, out["num_aux_hidden_states"],
+                             f"{why}; written as fc's count (in_features {fc[1]} / "
+                             f"target_hidden_size {cfg.Ht})")]
+    return [ConfigChange("num_aux_hidden_states", old, ABSENT,
+                         f"{why}; removed, since fc's shape gives no count")]
+
+
+def _json_kind(value: Any) -> str:
+    return {str: "a JSON str", float: "a JSON number", bool: "a JSON bool", list: "a JSON list",
+            dict: "a JSON object"}.get(type(value), type(value).__name__)
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -47,6 +47,9 @@ CONVERSION: dict[str, str] = {
         "pass --to eagle|speculators, or --engine sglang==X / vllm==X to convert for that engine"),
     "unknown_key": (
         "(SGLang drops unknown keys silently, vLLM refuses them)"),
+    "num_aux_not_int": (
+        "the releases that build fc from it raise (SGLang 0.5.12+, vLLM 0.22+: "
+        "config_rules.NUM_AUX_READ), the others never read it"),
     "one_draft_layer": (
         "SGLang <= 0.5.9 supports exactly one draft layer (ValueError at load)"),
     "model_type_needed": (

@@ -47,6 +47,20 @@ GRAPH_WIDTH_FROM_TOP_LEVEL_IDS = (
                when=(("architectures.0", ("LlamaForCausalLMEagle3",)), *NO_AUX_COUNT,
                      ("eagle_config.use_aux_hidden_state", (UNSET, True)))),
 )
+# The EAGLE worker reads use_aux_hidden_state with getattr(hf_config, "eagle_config", {}).get():
+# the {} default covers an absent key only, so an eagle_config written as null fails at startup
+_WORKER_READS_EAGLE_CONFIG = (
+    "sglang srt/speculative/eagle_worker.py EAGLEWorker.__init__ and eagle_worker_v2.py "
+    "EAGLEWorkerV2.__init__ [0.5.8, 0.5.9, 0.5.11 wheels; eagle_worker_v2.py alone in 0.5.13 and "
+    "0.5.14]: `getattr(hf_config, \"eagle_config\", {})` then `.get(\"use_aux_hidden_state\", True)`; "
+    "absent in 0.5.7 (PR #14920 in 0.5.8), and from 0.5.15 (PR #29464) the worker no longer "
+    "reads eagle_config (eagle_utils.py `getattr(..., None) or {}`) (0.5.7, 0.5.15, 0.5.16 wheels)")
+WORKER_EAGLE_CONFIG_NULL = (
+    ConfigRule("flat", "eagle_config", frozenset({"null"}),
+               "AttributeError: 'NoneType' object has no attribute 'get' (the EAGLE worker reads "
+               "eagle_config.get('use_aux_hidden_state', True) at startup); remove the null "
+               "eagle_config or write it as an object", cite=_WORKER_READS_EAGLE_CONFIG),
+)
 # The MLA draft class (kimi_k25_eagle3.py, from 0.5.12) counts its aux states from eagle_config's
 # ids, else the top-level ones, with len() (num_aux_hidden_states is not read)
 MLA_IDS_COUNTED = (ids_counted_by_len(
@@ -203,20 +217,30 @@ SGLANG_0_5_23 = replace(
 
 
 _LLAMA_EAGLE3 = "python/sglang/srt/models/llama_eagle3.py"
-SGLANG_0_5_13 = earlier_range(
-    SGLANG_0_5_23, "0.5.13", "0.5.16",
+SGLANG_0_5_15 = earlier_range(
+    SGLANG_0_5_23, "0.5.15", "0.5.16",
     {"has_input_norm": f"{_LLAMA_EAGLE3} [<0.5.17]: no input_norm; input_norm.weight dropped "
      "silently (PR #32334 in 0.5.17)", "flags": "norm_before_fc not read before 0.5.17",
      "aux_rules": "gpt_oss.py set_eagle3_layers_to_capture [0.5.1-0.5.16]: +1 always; the "
      "capture loop never yields boundary L (PR #32334 in 0.5.17)",
-     "final_boundary_families": "as aux_rules",
-     "config_rules": "eagle_utils.py [0.5.13-0.5.14] get_draft_hidden_dim sizes the graph's "
-     "input from eagle_config's ids only (0.5.13 wheel); the top-level fallback came with "
-     "get_draft_input_from_target_hidden_dim in 0.5.15, inside this range, so not asserted"},
+     "final_boundary_families": "as aux_rules"},
     has_input_norm=False, flags={**SGLANG_0_5_23.flags, "norm_before_fc": _NEVER},
     aux_rules={**SGLANG_0_5_23.aux_rules, "gpt_oss": PLUS_ONE},
     final_boundary_families=frozenset(),
-    config_rules=STRICT_CONFIG_ALL + NUM_AUX_READ + MLA_IDS_COUNTED,
+)
+SGLANG_0_5_15 = replace(
+    SGLANG_0_5_15, evidence="the 0.5.15 and 0.5.16 wheels read for the draft-extend graph "
+    "(eagle_utils.py get_draft_input_from_target_hidden_dim, the same function as 0.5.23's; "
+    "eagle_draft_extend_cuda_graph_runner.py, eagle_worker_v2.py _capture_cuda_graphs) and "
+    "llama_eagle3.py; the other fields by the release survey")
+SGLANG_0_5_13 = earlier_range(
+    SGLANG_0_5_15, "0.5.13", "0.5.14",
+    {"config_rules": "eagle_utils.py [0.5.13-0.5.14] get_draft_hidden_dim sizes the prefill "
+     "graph's input from eagle_config's ids only, and eagle_draft_extend_cuda_graph_runner.py "
+     "sizes the draft-extend graph with EagleDraftExtendInput.hidden_size_for (eagle_config's "
+     "ids, else 3) (0.5.13 and 0.5.14 wheels): no top-level fallback before PR #29464 (0.5.15); "
+     "and " + _WORKER_READS_EAGLE_CONFIG},
+    config_rules=STRICT_CONFIG_ALL + NUM_AUX_READ + MLA_IDS_COUNTED + WORKER_EAGLE_CONFIG_NULL,
 )
 SGLANG_0_5_12 = earlier_range(
     SGLANG_0_5_13, "0.5.12", "0.5.12.post1",
@@ -240,7 +264,8 @@ SGLANG_0_5_11 = earlier_range(
     decoder_param="model.midlayer.", max_layers=1,
     too_many_layers_error='ValueError("EAGLE3 currently only supports 1 layer") '
                           '(llama_eagle3.py LlamaModel.__init__)',
-    renames=(), fc_aux_count="fixed_3", has_fc_norm=False, config_rules=STRICT_CONFIG_ALL,
+    renames=(), fc_aux_count="fixed_3", has_fc_norm=False,
+    config_rules=STRICT_CONFIG_ALL + WORKER_EAGLE_CONFIG_NULL,
     flags={name: _NEVER for name in SGLANG_0_5_23.flags},
     architecture_errors={**SGLANG_0_5_23.architecture_errors, **_NO_MLA}, mla=None,
 )
@@ -252,13 +277,14 @@ SGLANG_0_5_8 = earlier_range(
      "config_rules": "the wheels pin transformers ==5.3.0 (0.5.10), ==4.57.1 (0.5.9) (METADATA "
      "Requires-Dist): no @strict LlamaConfig (from 5.4.0), and 4.57.1 guesses a config class "
      "from the path when model_type is absent; only the rules that hold on both"},
-    graphs_use_default_ids=True, config_rules=LENIENT_CONFIG,
+    graphs_use_default_ids=True, config_rules=LENIENT_CONFIG + WORKER_EAGLE_CONFIG_NULL,
 )
 SGLANG_0_5_7 = earlier_range(
     SGLANG_0_5_8, "0.5.7", "0.5.7",
     {"reads_use_aux_hidden_state": "model_runner.py [<0.5.8]: no use_aux_hidden_state, capture "
-     "always on (PR #14920 in 0.5.8)"},
-    reads_use_aux_hidden_state=False,
+     "always on (PR #14920 in 0.5.8)",
+     "config_rules": "eagle_worker.py [0.5.7 wheel]: the worker does not read eagle_config"},
+    reads_use_aux_hidden_state=False, config_rules=LENIENT_CONFIG,
 )
 SGLANG_0_5_4_POST2 = earlier_range(
     SGLANG_0_5_7, "0.5.4.post2", "0.5.6.post2",
@@ -308,7 +334,8 @@ SGLANG_0_4_4 = earlier_range(
 )
 
 PROFILES = (SGLANG_0_4_4, SGLANG_0_4_9, SGLANG_0_5_1, SGLANG_0_5_2, SGLANG_0_5_4_POST2,
-            SGLANG_0_5_7, SGLANG_0_5_8, SGLANG_0_5_11, SGLANG_0_5_12, SGLANG_0_5_13, SGLANG_0_5_23)
+            SGLANG_0_5_7, SGLANG_0_5_8, SGLANG_0_5_11, SGLANG_0_5_12, SGLANG_0_5_13, SGLANG_0_5_15,
+            SGLANG_0_5_23)
 
 # How the EAGLE-3 draft rotates its q/k: from the draft's own config, never the target's.
 # The Llama draft (llama_eagle3.py) builds llama.py LlamaDecoderLayer, whose __init__ reads
