@@ -21,7 +21,12 @@ listing; "process ms" is the whole child, interpreter start-up included. The rat
 op ms with safe_open's at the same size ((c) has no op time: process ms against safe_open's).
 A script that prints a table, not a test.
 
-    python benchmarks/bench_inspect.py [--sizes-gb 1 150 500] [--repeat 5]
+The children cache the kit's bytecode (in the temp dir) as an installed kit has it: pip
+compiles at install, and safetensors and numpy come compiled. `--bytecode none` compiles every
+module of the kit in every run instead (what PYTHONDONTWRITEBYTECODE=1 does to a checkout
+installed with `pip install -e`, about 60-80 ms more here).
+
+    python benchmarks/bench_inspect.py [--sizes-gb 1 150 500] [--repeat 5] [--bytecode none]
 """
 
 from __future__ import annotations
@@ -138,10 +143,24 @@ print(json.dumps({"op_s": t2 - t0, "import_s": t1 - t0, "list_s": t2 - t1,
 """
 
 
-def run_measured(argv: list[str], scratch: Path, ok_codes=(0,)) -> dict:
+def child_env(work: Path, bytecode: str) -> dict[str, str]:
+    """The children's environment: the checkout first on the path; bytecode cached under WORK
+    ("cached") or compiled in every run ("none")."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    if bytecode == "cached":
+        env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def run_measured(argv: list[str], scratch: Path, ok_codes=(0,), env=None) -> dict:
     """Spawn one child and reap it with wait4: its own wall time and peak RSS, plus the JSON
     line it printed, if any. Exit codes outside ok_codes abort the benchmark."""
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = env or dict(os.environ,
+                      PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out_path, err_path = scratch / "stdout", scratch / "stderr"
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     t0 = time.perf_counter()
@@ -167,7 +186,7 @@ def run_measured(argv: list[str], scratch: Path, ok_codes=(0,)) -> dict:
     return result
 
 
-def interleaved(cases, rounds: int, scratch: Path) -> dict[str, dict]:
+def interleaved(cases, rounds: int, scratch: Path, env=None) -> dict[str, dict]:
     """Run every case once per round and keep each case's fastest run (peak RSS: the max).
 
     Shared CPUs make single runs swing by several times; interleaving spreads slow periods
@@ -176,7 +195,7 @@ def interleaved(cases, rounds: int, scratch: Path) -> dict[str, dict]:
     best: dict[str, dict] = {}
     for _ in range(rounds):
         for label, argv, ok_codes in cases:
-            r = run_measured(argv, scratch, ok_codes)
+            r = run_measured(argv, scratch, ok_codes, env)
             key = "op_s" if "op_s" in r else "process_s"
             old = best.get(label)
             if old is None:
@@ -195,6 +214,9 @@ def main(argv=None) -> int:
                     help="declared sizes to build (GB); safe_open and the CLI run at the largest")
     ap.add_argument("--repeat", type=int, default=5, help="interleaved rounds (best is shown)")
     ap.add_argument("--dir", help="where to build (default: a temp dir in /tmp)")
+    ap.add_argument("--bytecode", choices=["cached", "none"], default="cached",
+                    help="the kit's bytecode cached as installed (default), or compiled in "
+                         "every run")
     args = ap.parse_args(argv)
 
     base = Path(args.dir) if args.dir else Path(tempfile.gettempdir())
@@ -219,7 +241,13 @@ def main(argv=None) -> int:
             # exit 1 = the inspection has error findings (this synthetic draft has some)
             cases.append((f"c {largest}", [py, "-m", "eagle3_nb.cli", "inspect",
                                            str(dirs[largest][0]), "--no-stats", "--json"], (0, 1)))
-        best = interleaved(cases, args.repeat, work)
+        load_before = os.getloadavg()
+        env = child_env(work, args.bytecode)
+        if args.bytecode == "cached":  # compile once, as installing does
+            for _, argv, ok_codes in cases:
+                run_measured(argv, work, ok_codes, env)
+        best = interleaved(cases, args.repeat, work, env)
+        load = (*load_before, *os.getloadavg())
 
         print()
         print("| case | declared GB | keys | import ms | list ms | process ms | peak MB "
@@ -248,6 +276,8 @@ def main(argv=None) -> int:
         torch_used = sorted(label for label, r in best.items() if r.get("torch"))
         print(f"\n# {args.repeat} interleaved rounds, each run in a fresh interpreter; the fastest "
               "shown, peak = the largest ru_maxrss seen (wait4, whole child).")
+        print(f"# the kit's bytecode: {args.bytecode}; load average {load[0]:.2f} before, "
+              f"{load[3]:.2f} after")
         print("# goal: (a) within 1.5x of (b) and well under 300 MB at every declared size; "
               f"torch imported by: {', '.join(torch_used) or 'none'}")
     finally:

@@ -5,6 +5,8 @@
 - viz is pure: it imports only findings, errors and viz itself;
 - the header path (inspect: cli, checks.load and what they import at module level) pulls in no
   torch, plotly or transformers;
+- inspect's own path (cli, checks.load and every engine folder's __init__) imports of each engine
+  folder only the facts it answers from, no view, and none of io.files' writing machinery;
 - nothing imports samples;
 - no module over MAX_LINES lines, except declared data tables;
 - each notebook imports only its question's entry points (NOTEBOOK_IMPORTS);
@@ -61,6 +63,14 @@ HEAVY = ("torch", "plotly", "transformers")
 # (checks.vocab reads the d2t table with it, so it is on the header path but not on this one)
 TEXT_PATH = ("cli", "checks.load", "checks.log", "engines", "io", "config", "layouts")
 TEXT_HEAVY = ("numpy",)
+# `inspect --no-stats` answers from each engine folder's profiles, releases and bugs; the folder's
+# log, metrics, observe, launch, drafting, advice and probe modules (the registry's Later fields)
+# load when a command reads them. Views load in the command that prints one, and io.files'
+# writers import ctypes, signal, socket and tempfile where they write (#26: start-up time).
+INSPECT_PATH = ("cli", "checks.load")
+ENGINE_FOLDER_FACTS = ("profiles", "releases", "bugs")
+INSPECT_LATER = ("viz",)
+INSPECT_STDLIB_LATER = ("ctypes", "signal", "socket", "tempfile")
 ENGINE_HOME, LITERAL_EXEMPT = "engines", ("samples",)
 RELEASE = re.compile(r"(?<![\w.])\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?(?![\w.])|==\d")
 FACADE = ""  # the package __init__: a lazy public API that may name any module
@@ -212,6 +222,7 @@ def violations(root: Path = PACKAGE) -> list[str]:
                 problems.append(f"{mod} imports {dep}, a layer above it")
     problems += heavy_on_header_path(graph)
     problems += heavy_on_header_path(graph, TEXT_PATH, TEXT_HEAVY)
+    problems += beyond_inspect(graph, root)
     problems += engine_literals(root)
     problems += oversized(root)
     return problems
@@ -366,6 +377,31 @@ def heavy_on_header_path(graph, roots=HEADER_PATH, heavy_packages=HEAVY) -> list
     return problems
 
 
+def beyond_inspect(graph, root: Path = PACKAGE) -> list[str]:
+    """What inspect's path imports at module level (transitively, package __init__ files
+    included) that it does not answer from: engine-folder modules other than
+    ENGINE_FOLDER_FACTS, views, io.files' writing machinery."""
+    folders = [f"{ENGINE_HOME}.{p.parent.name}" for p in (root / ENGINE_HOME).glob("*/__init__.py")]
+    problems, seen = [], set()
+    todo = [m for m in graph if _owner(m, INSPECT_PATH)] + folders
+    while todo:
+        mod = todo.pop()
+        if mod in seen or mod not in graph:
+            continue
+        seen.add(mod)
+        folder = _owner(mod, folders)
+        if folder and mod != folder and mod[len(folder) + 1:] not in ENGINE_FOLDER_FACTS:
+            problems.append(f"{mod} on the inspect path: an engine folder's "
+                            f"{mod[len(folder) + 1:]} loads when asked (registry.later)")
+        if _owner(mod, INSPECT_LATER):
+            problems.append(f"{mod} on the inspect path: import a view where it is printed")
+        for name in sorted(set(INSPECT_STDLIB_LATER) & graph[mod][2]):
+            problems.append(f"{mod} imports {name} at module level, on the inspect path")
+        parents = [".".join(mod.split(".")[:i]) for i in range(1, mod.count(".") + 1)]
+        todo += [*graph[mod][1], *parents, ""]
+    return problems
+
+
 def test_the_package_keeps_the_house_rules():
     assert violations() == []
 
@@ -452,6 +488,11 @@ def test_every_module_has_a_layer():
     ("viz/keys.py", "def sglang_rows():\n    pass", "names engine 'sglang'"),
     ("cli/commands.py", "from eagle3_nb.engines.vllm import probe", "names engine 'vllm'"),
     ("samples/build.py", "RELEASES = ('sglang==0.5.9',)", "release literal 'sglang==0.5.9'"),
+    ("engines/vllm/__init__.py", "from eagle3_nb.engines.vllm import metrics",
+     "engines.vllm.metrics on the inspect path"),
+    ("cli/commands.py", "from eagle3_nb.viz.text import evidence_lines",
+     "viz.text on the inspect path"),
+    ("io/files.py", "import socket", "io.files imports socket at module level, on the inspect"),
 ])
 def test_a_planted_violation_is_caught(tmp_path, file, line, expected):
     root = tmp_path / "eagle3_nb"

@@ -115,3 +115,59 @@ def test_the_toy_engine_keeps_the_house_rules(toy_package):
     finally:
         sys.path.remove(str(ROOT / "tests"))
     assert violations(toy_package / "eagle3_nb") == []
+
+
+def test_every_field_an_engine_defers_resolves_to_what_it_names():
+    """A field an engine folder gives as `later(__name__, "MODULE:NAME")` is imported when first
+    read: each one resolves, to the kind the Engine record documents (a misspelt name would
+    otherwise surface only in the command that reads it)."""
+    from types import ModuleType
+
+    from eagle3_nb.engines.registry import LaunchDialect, LogDialect, Reader
+
+    kinds = {"launch": LaunchDialect, "log": LogDialect, "observe": ModuleType, "source": str,
+             "figure_names": dict}
+    for e in ENGINES.values():
+        for name, kind in kinds.items():
+            value = getattr(e, name)
+            assert value is None or isinstance(value, kind), (e.name, name, value)
+            assert e.has(name) == bool(value), (e.name, name)
+        for name in ("drafting_rule", "flag_advice", "path_rule"):
+            assert getattr(e, name) is None or callable(getattr(e, name)), (e.name, name)
+        assert all(isinstance(r, Reader) for r in e.readers), e.name
+        assert e.launch and e.log and e.readers and e.flag_advice, e.name   # every engine has them
+        if e.observe:
+            assert e.observe.OPTIONS is not None and callable(e.observe.measure), e.name
+
+
+def _modules_after(*argv: str) -> dict[str, set[str]]:
+    """The modules of each engine folder loaded by one `eagle3-nb ARGV` in a fresh process."""
+    code = ("import sys, io, contextlib\n"
+            "from eagle3_nb.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    main({list(argv)!r})\n"
+            "print('\\n'.join(m for m in sys.modules if m.startswith('eagle3_nb.engines.')))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    loaded: dict[str, set[str]] = {name: set() for name in names()}
+    for module in proc.stdout.split():
+        parts = module.split(".")
+        if len(parts) == 4 and parts[2] in loaded:
+            loaded[parts[2]].add(parts[3])
+    return loaded
+
+
+def test_inspect_loads_of_each_engine_folder_only_the_facts_it_answers_from():
+    """#26: `inspect` answers from the profiles, releases and bugs (and the path rule); the
+    folder's log, metrics, observe, launch, drafting and advice modules load when asked."""
+    loaded = _modules_after("inspect", str(GOOD), "--no-stats", "--json", "--engine", "all")
+    for name, modules in loaded.items():
+        assert {"profiles", "releases", "bugs"} <= modules <= {"profiles", "releases", "bugs",
+                                                                "paths"}, (name, modules)
+
+
+def test_a_command_that_reads_an_engine_log_loads_that_folders_log_module():
+    log = ROOT / "tests" / "recordings" / "sglang-0.5.23-broken-decode.log"
+    loaded = _modules_after("log", str(log), "--json")
+    assert all("log" in modules for modules in loaded.values()), loaded   # every dialect tried

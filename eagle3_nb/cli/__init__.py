@@ -1,7 +1,8 @@
 """`eagle3-nb` command line. Bad input: one line on stderr, exit 2, no traceback.
 
 The parser is `cli.parser`, the subcommands `cli.commands`. Imports stay lazy: `eagle3-nb
-inspect` on a safetensors checkpoint never imports torch, plotly or transformers.
+inspect` on a safetensors checkpoint never imports torch, plotly or transformers, and only the
+subcommand about to run gets its flags (their help texts read the engine folders' modules).
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ __all__ = ["build_parser", "kit_version", "main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded by `report`
+    words = list(sys.argv[1:] if argv is None else argv)
+    # the top level takes no option with a value: the first other word names the subcommand
+    command = next((w for w in words if not w.startswith("-")), None)
+    args = build_parser(command).parse_args(words)
+    args.argv = words  # recorded by `report`
     if getattr(args, "threads", None):  # read where the models load, here or in a notebook
         os.environ[THREADS_VARIABLE] = str(args.threads)
     try:

@@ -14,8 +14,6 @@ from eagle3_nb.engines.advice import with_advice
 from eagle3_nb.engines.registry import engines
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.io.files import json_text
-from eagle3_nb.io.resources import samples_dir
-from eagle3_nb.viz.text import evidence_lines
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -54,6 +52,7 @@ def cmd_inspect(args) -> int:
 def cmd_convert(args) -> int:
     from eagle3_nb.convert import convert_checkpoint
     from eagle3_nb.checks.load import inspect_checkpoint
+    from eagle3_nb.viz.text import evidence_lines
 
     result = convert_checkpoint(args.src, args.dst, to=args.to, engine=args.engine,
                                 fix_d2t=args.fix_d2t)
@@ -144,7 +143,9 @@ def cmd_log(args) -> int:
 def cmd_accept(args) -> int:
     from eagle3_nb.checks.acceptance import acceptance_evidence, measure_acceptance
     from eagle3_nb.checks.options import AcceptanceOptions
+    from eagle3_nb.io.resources import samples_dir
     from eagle3_nb.session import named_wirings
+    from eagle3_nb.viz.text import evidence_lines
 
     if not args.checkpoint or not (args.target or args.hidden_states):
         raise Eagle3NbError("accept needs CHECKPOINT and --target DIR or --hidden-states DIR",
@@ -187,6 +188,7 @@ def _se(se: float | None) -> str:
 
 def _accept_what_if(args, options, prompts: str, wirings: list[str] | None = None) -> int:
     from eagle3_nb.checks.acceptance import what_if
+    from eagle3_nb.viz.text import evidence_lines
 
     report = what_if(args.checkpoint, args.target, prompts, options, wirings)
     if args.json:
@@ -213,6 +215,7 @@ def _accept_what_if(args, options, prompts: str, wirings: list[str] | None = Non
 def _accept_on_dumps(args, options) -> int:
     """No target head: teacher-forced scoring against the recorded tokens, labelled as such."""
     from eagle3_nb.checks.acceptance import acceptance_evidence, score_on_dumps
+    from eagle3_nb.viz.text import evidence_lines
 
     result = score_on_dumps(args.checkpoint, options.hidden_states,
                             options.num_steps or DEFAULT_NUM_STEPS, [options.wiring],
@@ -344,7 +347,9 @@ def _outside_the_kit(dest: Path) -> None:
 
 
 def cmd_observe(args) -> int:
+    from eagle3_nb.io.resources import samples_dir
     from eagle3_nb.observed.client import measure_server, read_prompt_file
+    from eagle3_nb.viz.text import evidence_lines
 
     out = Path(args.out) if args.out else None
     if out is not None:
@@ -464,6 +469,7 @@ def cmd_diff(args) -> int:
 def cmd_probe(args) -> int:
     """Exit 0 when the installed engine agrees with its profile, 1 when it differs."""
     from eagle3_nb.probe import probe_checkpoint
+    from eagle3_nb.viz.text import evidence_lines
 
     result = probe_checkpoint(args.draft, args.engine, args.target_config)
     had = _probe_evidence(args, result.version)

@@ -4,6 +4,7 @@ is argparse's one-line error, exit 2)."""
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 from eagle3_nb.defaults import DEFAULT_MAX_NEW_TOKENS, DEFAULT_N_SAMPLES, DEFAULT_NUM_STEPS
 from eagle3_nb.engines.registry import engines, setting_names
@@ -81,12 +82,7 @@ def _seconds(text: str) -> float:
     return seconds
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="eagle3-nb", description="Debug EAGLE-3 draft checkpoints.")
-    parser.add_argument("--version", action=_Version, help="the kit's version (package metadata)")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    ins = sub.add_parser("inspect", help="will each engine load this draft, and how?")
+def _add_inspect(ins: argparse.ArgumentParser) -> None:
     ins.add_argument("path", help="draft checkpoint directory")
     ins.add_argument("--engine", action="append", metavar=ENGINE_METAVAR,
                      help=f"engine release ({ENGINE_FORMS}; repeatable); default: each "
@@ -105,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--json", action="store_true", help="one JSON object on stdout")
     ins.set_defaults(func=cmd_inspect)
 
-    conv = sub.add_parser("convert", help="write a converted copy (never touches SRC)")
+
+def _add_convert(conv: argparse.ArgumentParser) -> None:
     conv.add_argument("src")
     conv.add_argument("dst")
     conv.add_argument("--to", choices=["eagle", "speculators"])
@@ -119,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--json", action="store_true")
     conv.set_defaults(func=cmd_convert)
 
-    voc = sub.add_parser("vocab", help="is the d2t/t2d vocabulary mapping right?")
+
+def _add_vocab(voc: argparse.ArgumentParser) -> None:
     voc.add_argument("path", help="draft checkpoint directory")
     voc.add_argument("--tokenizer", metavar="TOKENIZER_JSON_OR_DIR",
                      help="the target's tokenizer.json, to show token strings and read text corpora")
@@ -129,9 +127,44 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"engine release ({ENGINE_FORMS}; repeatable)")
     voc.add_argument("--json", action="store_true")
     voc.set_defaults(func=cmd_vocab)
-    _add_data_parser(sub)
 
-    acc = sub.add_parser("accept", help="simulate speculative decoding on a local target")
+
+def _add_data(dat: argparse.ArgumentParser) -> None:
+    dat.add_argument("path", help="training JSONL or the directory that holds the trainer's files")
+    dat.add_argument("--tokenizer", metavar="TOKENIZER_JSON_OR_DIR",
+                     help="the target's tokenizer.json (its tokenizer_config.json chat_template "
+                          "is the served template)")
+    dat.add_argument("--template", metavar="NAME",
+                     help="the trainer's registered template (SpecForge data.chat_template), to "
+                          "tokenise conversations as the trainer did; default: the config's")
+    dat.add_argument("--chat-template", metavar="FILE", help="the served chat template (.jinja)")
+    dat.add_argument("--serve-thinking", choices=("on", "off"),
+                     help="the served enable_thinking (chat_template_kwargs); default: the "
+                          "template's own default")
+    dat.add_argument("--draft", metavar="DRAFT", help="the draft checkpoint (its t2d, "
+                                                      "max_position_embeddings)")
+    dat.add_argument("--target", metavar="TARGET_DIR", help="the target model directory "
+                                                            "(serving context; tokenizer)")
+    dat.add_argument("--config", metavar="YAML", help="the training config (default: the YAML "
+                                                      "found under PATH)")
+    dat.add_argument("--prompts", metavar="FILE", help="serving prompts (JSONL prompt|text): "
+                                                       "domain check")
+    dat.add_argument("--max-length", type=int, metavar="N",
+                     help="the training max_length when no config says it")
+    dat.add_argument("--serve-context", type=int, metavar="N",
+                     help="the serving context length (default: the target's)")
+    dat.add_argument("--max-rows", type=int, metavar="N", help="read at most N rows")
+    dat.add_argument("--hidden-states", metavar="DUMPS",
+                     help="the training hidden-state dumps (hs_*.safetensors or .ckpt), one per "
+                          "row: checks 9 and, with --target, 6 (imports torch)")
+    dat.add_argument("--run-target", action="store_true",
+                     help="check 6 by running the (small, local) --target on the rows")
+    dat.add_argument("--no-progress", action="store_true", help="no progress bar")
+    dat.add_argument("--json", action="store_true")
+    dat.set_defaults(func=cmd_data)
+
+
+def _add_accept(acc: argparse.ArgumentParser) -> None:
     acc.add_argument("checkpoint", nargs="?", help="draft checkpoint directory")
     acc.add_argument("--target", metavar="DIR", help="target model directory (transformers)")
     acc.add_argument("--hidden-states", metavar="DIR",
@@ -175,8 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--json", action="store_true")
     acc.set_defaults(func=cmd_accept)
 
-    rep = sub.add_parser("report", help="run every notebook headless: offline HTML pages, "
-                         "index.html and summary.json")
+
+def _add_report(rep: argparse.ArgumentParser) -> None:
     rep.add_argument("checkpoint", help="draft checkpoint directory")
     rep.add_argument("--target", metavar="DIR", help="target model directory (transformers); "
                      "also supplies --target-config and --tokenizer when those are not given")
@@ -229,8 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "to paste into a GitHub issue")
     rep.set_defaults(func=cmd_report)
 
-    demo = sub.add_parser("demo", help="the full report on a bundled broken draft served against "
-                          "the bundled tiny target, into reports/demo")
+
+def _add_demo(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--out", default="reports/demo",
                       help="output directory (default reports/demo; an earlier report there is "
                            "replaced)")
@@ -241,9 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="as report --markdown: also summary.md, the front page in Markdown")
     demo.set_defaults(func=cmd_demo)
 
-    observed = [n for n, e in engines().items() if e.observe]
-    obs = sub.add_parser("observe", help="measure a running engine server: send prompts, read "
-                         "back its speculative-decoding figures")
+
+def _add_observe(obs: argparse.ArgumentParser) -> None:
+    observed = [n for n, e in engines().items() if e.has("observe")]
     obs.add_argument("engine", choices=observed, help="the engine serving at URL")
     obs.add_argument("url", help="the server's base URL, e.g. http://127.0.0.1:30000")
     obs.add_argument("--prompts", default=None,
@@ -262,24 +295,25 @@ def build_parser() -> argparse.ArgumentParser:
     obs.add_argument("--json", action="store_true", help="print the figures as JSON")
     obs.set_defaults(func=cmd_observe)
 
-    lg = sub.add_parser("log", help="what the engine's own log or traceback says: its release, "
-                        "its resolved arguments, its exceptions explained or said to be unknown")
+
+def _add_log(lg: argparse.ArgumentParser) -> None:
     lg.add_argument("file", help="the server's log, or a saved traceback")
     lg.add_argument("--engine", metavar=ENGINE_METAVAR,
                     help="the engine (and release) when the log does not name them")
     lg.add_argument("--json", action="store_true", help="one JSON object on stdout")
     lg.set_defaults(func=cmd_log)
 
-    nbs = sub.add_parser("notebooks", help="copy the six notebooks into a new directory, to open "
-                         "in Jupyter (their default paths still name the bundled samples)")
+
+def _add_notebooks(nbs: argparse.ArgumentParser) -> None:
     nbs.add_argument("dir", help="a directory that does not exist yet")
     nbs.set_defaults(func=cmd_notebooks)
 
-    eng = sub.add_parser("engines", help="list the engine profiles and the versions they cover")
+
+def _add_engines(eng: argparse.ArgumentParser) -> None:
     eng.set_defaults(func=cmd_engines)
 
-    dif = sub.add_parser("diff", help="a draft against a known-good one: keys, config, d2t, "
-                         "statistics and engine verdicts side by side")
+
+def _add_diff(dif: argparse.ArgumentParser) -> None:
     dif.add_argument("good", help="the draft that worked")
     dif.add_argument("other", help="the draft to explain")
     dif.add_argument("--engine", action="append", metavar=ENGINE_METAVAR,
@@ -288,8 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
     dif.add_argument("--json", action="store_true")
     dif.set_defaults(func=cmd_diff)
 
-    prb = sub.add_parser("probe", help="run the INSTALLED engine's own draft loader on DRAFT and "
-                         "compare it with the engine's profile (needs the engine: make engine-env)")
+
+def _add_probe(prb: argparse.ArgumentParser) -> None:
     prb.add_argument("draft", help="draft checkpoint directory")
     prb.add_argument("--engine", required=True, choices=[n for n, e in engines().items() if e.probe],
                      help="the engine to import (whatever release this Python has)")
@@ -298,41 +332,47 @@ def build_parser() -> argparse.ArgumentParser:
                           "against it)")
     prb.add_argument("--json", action="store_true", help="print the result as JSON")
     prb.set_defaults(func=cmd_probe)
+
+
+# Every subcommand, as `eagle3-nb -h` lists them: its name, its help, what adds its flags
+COMMANDS: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = [
+    ("inspect", "will each engine load this draft, and how?", _add_inspect),
+    ("convert", "write a converted copy (never touches SRC)", _add_convert),
+    ("vocab", "is the d2t/t2d vocabulary mapping right?", _add_vocab),
+    ("data", "was the draft trained on what it is served? (training "
+             "JSONL, token rows, configs, vocab mapping, dumps)", _add_data),
+    ("accept", "simulate speculative decoding on a local target", _add_accept),
+    ("report", "run every notebook headless: offline HTML pages, "
+               "index.html and summary.json", _add_report),
+    ("demo", "the full report on a bundled broken draft served against "
+             "the bundled tiny target, into reports/demo", _add_demo),
+    ("observe", "measure a running engine server: send prompts, read "
+                "back its speculative-decoding figures", _add_observe),
+    ("log", "what the engine's own log or traceback says: its release, "
+            "its resolved arguments, its exceptions explained or said to be unknown", _add_log),
+    ("notebooks", "copy the six notebooks into a new directory, to open "
+                  "in Jupyter (their default paths still name the bundled samples)",
+     _add_notebooks),
+    ("engines", "list the engine profiles and the versions they cover", _add_engines),
+    ("diff", "a draft against a known-good one: keys, config, d2t, "
+             "statistics and engine verdicts side by side", _add_diff),
+    ("probe", "run the INSTALLED engine's own draft loader on DRAFT and "
+              "compare it with the engine's profile (needs the engine: make engine-env)",
+     _add_probe),
+]
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand's parser. Given COMMAND, the subcommand about to run, only its flags are
+    added, the others keep their name and help: some flags' help texts name each engine's
+    settings, read from the engine folders' launch and observe modules (engines.registry.Later),
+    which `inspect` never needs."""
+    parser = argparse.ArgumentParser(prog="eagle3-nb", description="Debug EAGLE-3 draft checkpoints.")
+    parser.add_argument("--version", action=_Version, help="the kit's version (package metadata)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    every = command not in {name for name, _, _ in COMMANDS}
+    for name, help_text, add_flags in COMMANDS:
+        command_parser = sub.add_parser(name, help=help_text)
+        if every or name == command:
+            add_flags(command_parser)
     return parser
-
-
-def _add_data_parser(sub) -> None:
-    dat = sub.add_parser("data", help="was the draft trained on what it is served? (training "
-                                      "JSONL, token rows, configs, vocab mapping, dumps)")
-    dat.add_argument("path", help="training JSONL or the directory that holds the trainer's files")
-    dat.add_argument("--tokenizer", metavar="TOKENIZER_JSON_OR_DIR",
-                     help="the target's tokenizer.json (its tokenizer_config.json chat_template "
-                          "is the served template)")
-    dat.add_argument("--template", metavar="NAME",
-                     help="the trainer's registered template (SpecForge data.chat_template), to "
-                          "tokenise conversations as the trainer did; default: the config's")
-    dat.add_argument("--chat-template", metavar="FILE", help="the served chat template (.jinja)")
-    dat.add_argument("--serve-thinking", choices=("on", "off"),
-                     help="the served enable_thinking (chat_template_kwargs); default: the "
-                          "template's own default")
-    dat.add_argument("--draft", metavar="DRAFT", help="the draft checkpoint (its t2d, "
-                                                      "max_position_embeddings)")
-    dat.add_argument("--target", metavar="TARGET_DIR", help="the target model directory "
-                                                            "(serving context; tokenizer)")
-    dat.add_argument("--config", metavar="YAML", help="the training config (default: the YAML "
-                                                      "found under PATH)")
-    dat.add_argument("--prompts", metavar="FILE", help="serving prompts (JSONL prompt|text): "
-                                                       "domain check")
-    dat.add_argument("--max-length", type=int, metavar="N",
-                     help="the training max_length when no config says it")
-    dat.add_argument("--serve-context", type=int, metavar="N",
-                     help="the serving context length (default: the target's)")
-    dat.add_argument("--max-rows", type=int, metavar="N", help="read at most N rows")
-    dat.add_argument("--hidden-states", metavar="DUMPS",
-                     help="the training hidden-state dumps (hs_*.safetensors or .ckpt), one per "
-                          "row: checks 9 and, with --target, 6 (imports torch)")
-    dat.add_argument("--run-target", action="store_true",
-                     help="check 6 by running the (small, local) --target on the rows")
-    dat.add_argument("--no-progress", action="store_true", help="no progress bar")
-    dat.add_argument("--json", action="store_true")
-    dat.set_defaults(func=cmd_data)

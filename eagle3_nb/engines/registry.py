@@ -3,7 +3,9 @@
 Each engine folder (engines/sglang/, engines/vllm/, ...) registers one record in its
 `__init__.py` with everything that engine means to the kit; the generic code asks the registry
 and never names an engine. A new engine is a new folder: `engines()` finds every subpackage of
-this package and imports it once (docs/adding-an-engine.md).
+this package and imports it once (docs/adding-an-engine.md). What only some commands need (the
+folder's log, metrics, observe, launch, drafting and advice modules) the record names as a
+`Later`, imported on first use: `inspect` loads the profiles, releases, bugs and path rule.
 """
 
 from __future__ import annotations
@@ -126,7 +128,27 @@ class LogDialect:
 
 
 @dataclass(frozen=True)
+class Later:
+    """A field's value kept in a module of the engine folder, imported when the field is first
+    read: `later(__name__, "log:DIALECT")` in the folder's __init__ (no ":NAME": the module)."""
+    module: str
+    attribute: str = ""
+
+    def load(self) -> Any:
+        found = importlib.import_module(self.module)
+        return getattr(found, self.attribute) if self.attribute else found
+
+
+def later(package: str, spec: str) -> Later:
+    """'MODULE:NAME' of the engine folder PACKAGE, read on first use."""
+    module, _, attribute = spec.partition(":")
+    return Later(f"{package}.{module}", attribute)
+
+
+@dataclass(frozen=True)
 class Engine:
+    """One engine. A field given as a `Later` holds its value once first read (the module is
+    imported then); `has(field)` says whether it is set without importing anything."""
     name: str                                  # the --engine name
     title: str                                 # how people write it
     repository: str                            # owner/name of the upstream repository
@@ -160,6 +182,17 @@ class Engine:
     def __post_init__(self):
         if not self.package:
             object.__setattr__(self, "package", self.name)
+
+    def __getattribute__(self, name: str) -> Any:
+        value = object.__getattribute__(self, name)
+        if type(value) is Later:
+            value = value.load()
+            object.__setattr__(self, name, value)
+        return value
+
+    def has(self, name: str) -> bool:
+        """Whether field NAME is set (a Later counts), without importing its module."""
+        return bool(object.__getattribute__(self, name))
 
     @property
     def newest(self) -> str:
