@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa   # requirements.txt: the test environment has it; the kit does not need it
 import pytest
 
+from conftest import TouchOnUnpickle
 from eagle3_nb.io import training_arrow
 from eagle3_nb.io.training_data import TrainingDataError, discover, iter_rows
 
@@ -98,21 +99,13 @@ def test_a_real_pickle_is_listed_and_never_opened(tmp_path):
     marker = tmp_path / "ran"
     d = tmp_path / "cache"
     d.mkdir()
-    (d / "rows.pkl").write_bytes(pickle.dumps(_Runs(str(marker))))
+    (d / "rows.pkl").write_bytes(pickle.dumps(TouchOnUnpickle(str(marker))))
     (d / "cache.pkl").write_bytes(SPECFORGE_CACHE.read_bytes())
     data = check(d)
     assert data["files"]["unread"] == [str(d / "rows.pkl")]
     assert data["files"]["tokens"] == [str(d / "cache.pkl")]
     assert any("pickle(s) are never opened" in s for s in data["skipped"])
     assert not marker.exists()
-
-
-class _Runs:
-    def __init__(self, path: str):
-        self.path = path
-
-    def __reduce__(self):
-        return (Path.touch, (Path(self.path),))
 
 
 def test_a_save_to_disk_folder_is_read_in_state_json_order(tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import TouchOnUnpickle
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.io.training_data import discover, iter_rows, read_train_config
 
@@ -202,19 +203,11 @@ def test_a_mapping_file_with_a_foreign_global_is_refused_not_run(tmp_path):
 
     marker = tmp_path / "ran"
     data = shutil.copytree(TRAINING / "specforge", tmp_path / "set")
-    torch.save({"t2d": _Runs(str(marker))}, data / "vocab_mapping" / "vocab_mapping.pt")
+    torch.save({"t2d": TouchOnUnpickle(str(marker))}, data / "vocab_mapping" / "vocab_mapping.pt")
     rc, out, err = run_cli("data", data, "--tokenizer", TOKENIZER, "--chat-template", TEMPLATE,
                            "--serve-thinking", "off")
     assert rc == 2 and "weights_only" in err and "Traceback" not in err, err
     assert not marker.exists()
-
-
-class _Runs:
-    def __init__(self, path: str):
-        self.path = path
-
-    def __reduce__(self):
-        return (Path.touch, (Path(self.path),))
 
 
 def test_cli_exit_codes(tmp_path):
