@@ -51,10 +51,11 @@ GRAPH_WIDTH_FROM_TOP_LEVEL_IDS = (
 # the {} default covers an absent key only, so an eagle_config written as null fails at startup
 _WORKER_READS_EAGLE_CONFIG = (
     "sglang srt/speculative/eagle_worker.py EAGLEWorker.__init__ and eagle_worker_v2.py "
-    "EAGLEWorkerV2.__init__ [0.5.8, 0.5.9, 0.5.11 wheels; eagle_worker_v2.py alone in 0.5.13 and "
-    "0.5.14]: `getattr(hf_config, \"eagle_config\", {})` then `.get(\"use_aux_hidden_state\", True)`; "
-    "absent in 0.5.7 (PR #14920 in 0.5.8), and from 0.5.15 (PR #29464) the worker no longer "
-    "reads eagle_config (eagle_utils.py `getattr(..., None) or {}`) (0.5.7, 0.5.15, 0.5.16 wheels)")
+    "EAGLEWorkerV2.__init__ [every wheel 0.5.8 .. 0.5.12.post1; eagle_worker_v2.py alone in "
+    "0.5.13, 0.5.13.post1, 0.5.14]: `getattr(hf_config, \"eagle_config\", {})` then "
+    "`.get(\"use_aux_hidden_state\", True)`; absent in 0.5.7 (PR #14920 in 0.5.8), and from "
+    "0.5.15 (PR #29464) the worker no longer reads eagle_config (eagle_utils.py `getattr(..., "
+    "None) or {}`) (0.5.7, 0.5.15, 0.5.15.post1, 0.5.16 wheels)")
 WORKER_EAGLE_CONFIG_NULL = (
     ConfigRule("flat", "eagle_config", frozenset({"null"}),
                "AttributeError: 'NoneType' object has no attribute 'get' (the EAGLE worker reads "
@@ -229,7 +230,7 @@ SGLANG_0_5_15 = earlier_range(
     final_boundary_families=frozenset(),
 )
 SGLANG_0_5_15 = replace(
-    SGLANG_0_5_15, evidence="the 0.5.15 and 0.5.16 wheels read for the draft-extend graph "
+    SGLANG_0_5_15, evidence="the 0.5.15, 0.5.15.post1 and 0.5.16 wheels read for the graph "
     "(eagle_utils.py get_draft_input_from_target_hidden_dim, the same function as 0.5.23's; "
     "eagle_draft_extend_cuda_graph_runner.py, eagle_worker_v2.py _capture_cuda_graphs) and "
     "llama_eagle3.py; the other fields by the release survey")
@@ -238,7 +239,7 @@ SGLANG_0_5_13 = earlier_range(
     {"config_rules": "eagle_utils.py [0.5.13-0.5.14] get_draft_hidden_dim sizes the prefill "
      "graph's input from eagle_config's ids only, and eagle_draft_extend_cuda_graph_runner.py "
      "sizes the draft-extend graph with EagleDraftExtendInput.hidden_size_for (eagle_config's "
-     "ids, else 3) (0.5.13 and 0.5.14 wheels): no top-level fallback before PR #29464 (0.5.15); "
+     "ids, else 3) (0.5.13, 0.5.13.post1 and 0.5.14 wheels): no top-level fallback before PR #29464 (0.5.15); "
      "and " + _WORKER_READS_EAGLE_CONFIG},
     config_rules=STRICT_CONFIG_ALL + NUM_AUX_READ + MLA_IDS_COUNTED + WORKER_EAGLE_CONFIG_NULL,
 )
