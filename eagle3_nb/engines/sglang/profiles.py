@@ -239,7 +239,8 @@ SGLANG_0_5_13 = earlier_range(
     {"config_rules": "eagle_utils.py [0.5.13-0.5.14] get_draft_hidden_dim sizes the prefill "
      "graph's input from eagle_config's ids only, and eagle_draft_extend_cuda_graph_runner.py "
      "sizes the draft-extend graph with EagleDraftExtendInput.hidden_size_for (eagle_config's "
-     "ids, else 3) (0.5.13, 0.5.13.post1 and 0.5.14 wheels): no top-level fallback before PR #29464 (0.5.15); "
+     "ids, else 3) (0.5.13, 0.5.13.post1 and 0.5.14 wheels): no top-level fallback before "
+     "PR #29464 (0.5.15); "
      "and " + _WORKER_READS_EAGLE_CONFIG},
     config_rules=STRICT_CONFIG_ALL + NUM_AUX_READ + MLA_IDS_COUNTED + WORKER_EAGLE_CONFIG_NULL,
 )
