@@ -300,3 +300,14 @@ def test_files_written_by_the_real_datasets_library_are_read(tmp_path):
     assert len(list((tmp_path / "cache").glob("cache-*.arrow"))) == 1
     assert [p.name for p in cache.tokens] == ["key.pkl"] and not cache.unread
     assert [(r.input_ids, r.loss_mask) for r in iter_rows(cache.tokens[0])] == want
+
+
+def test_several_specforge_caches_in_one_folder_are_named_as_mixed_runs(tmp_path):
+    """SpecForge's cache_dir keeps one {cache_key}.pkl per preprocessing setting: read together,
+    they mix runs, and the answer says so."""
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / SPECFORGE_CACHE.name).write_bytes(SPECFORGE_CACHE.read_bytes())
+    assert not any("SpecForge dataset caches" in s for s in check(one)["skipped"])
+    (one / ("0" * 64 + ".pkl")).write_bytes(SPECFORGE_CACHE.read_bytes())
+    assert any("which of the 2 SpecForge dataset caches" in s for s in check(one)["skipped"])

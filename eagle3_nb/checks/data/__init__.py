@@ -346,6 +346,11 @@ def _skipped(scan: Scan, has_template: bool, trainer_name, files: TrainingFiles)
         out.append("truncation (check 4) needs --max-length or the training config")
     if files.unread:
         out.append(f"{len(files.unread)} dataset file(s) not read: {unread_next_step(files)}")
+    caches = [p for p in files.tokens if p.suffix == ".pkl"]
+    if len(caches) > 1:   # SpecForge names each cache by its run's settings (its cache key)
+        out.append(f"which of the {len(caches)} SpecForge dataset caches is the run's: each is "
+                   "one preprocessing setting (template, max_length, ...), and all were read "
+                   "together; pass the one file of the run in question")
     return out
 
 
