@@ -82,6 +82,7 @@ class DraftConfig:
     # the config.json as written: the engines' own config readers refuse values this view
     # normalises (a null num_hidden_layers, a string attention_bias): engines.config_rules
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    where: str = field(default="", compare=False)   # the config.json it was read from
 
     @property
     def H(self) -> int:
@@ -406,7 +407,7 @@ def _parse_flat(raw: dict[str, Any], where: str) -> DraftConfig:
         num_aux_hidden_states=_num_aux(raw, where, unread),
         use_aux_hidden_state=(Sourced(eagle["use_aux_hidden_state"], EAGLE)
                               if "use_aux_hidden_state" in eagle else Sourced(True, DEFAULT)),
-        norm_flags=flags, has_auto_map="auto_map" in raw, unread=unread, raw=raw,
+        norm_flags=flags, has_auto_map="auto_map" in raw, unread=unread, raw=raw, where=where,
     )
 
 
@@ -439,7 +440,7 @@ def _parse_speculators(raw: dict[str, Any], where: str) -> DraftConfig:
         use_aux_hidden_state=Sourced(True, DEFAULT),
         norm_flags={name: _get(raw, name, TOP) for name in NORM_FLAGS},
         verifier=verifier if isinstance(verifier, dict) else {},
-        has_auto_map="auto_map" in raw, unread=unread, raw=raw,
+        has_auto_map="auto_map" in raw, unread=unread, raw=raw, where=where,
     )
 
 

@@ -29,6 +29,7 @@ CODES: dict[str, str] = {
     "PARAMS_UNLOADED": "engine parameters no checkpoint tensor fills",
     "LOAD_ERROR": "the engine refuses to start or to load the draft",
     "SHAPE_MISMATCH": "a tensor's shape differs from what the config promises",
+    "CONFIG_GUESSED": "the engine's config reader guesses the config class from the path",
     "AUX_LAYERS_DEFAULTED": "the engine falls back to its default aux layer ids",
     "AUX_LAYER_CONVENTION": "the engine captures other target layers than the trainer meant",
     "AUX_COUNT_MISMATCH": "fc width, aux id count and the engine's aux count disagree",
@@ -174,6 +175,8 @@ NEXT_STEPS: dict[str, str] = {
                   "version whose verdict is ok",
     "SHAPE_MISMATCH": "config.json and the weights disagree: re-export from the trainer, or fix "
                       "config.json in a copy",
+    "CONFIG_GUESSED": "add \"model_type\": \"llama\" to config.json in a copy: then no path "
+                      "decides how {engine} reads it",
     "AUX_LAYERS_DEFAULTED": "declare the layer ids training captured where {engine} reads them "
                             "({aux_ids_where}); notebook 03 shows what each choice gives",
     "AUX_LAYER_CONVENTION": "write the ids in the convention {engine} reads ({aux_ids_convention}); "

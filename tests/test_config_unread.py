@@ -224,3 +224,32 @@ def test_values_the_engines_read_and_cannot_use_are_still_refused(tmp_path, caps
                                                                   edits):
     code, _, err = _inspect(capsys, _draft(tmp_path, base, **edits), "vllm==0.34.0")
     assert code == 2 and "config.json" in err
+
+
+# ----------------------------------------------------------------------------- model_type absent
+
+@pytest.mark.parametrize("folder, sglang_0_5_9", [
+    ("plain", "raises"),             # no model type in the path: ValueError: Unrecognized model
+    ("llama-eagle3", "starts"),      # LlamaConfig, guessed from "llama"
+    ("sam-draft", "guessed"),        # SamConfig, guessed from "sam": a warning, not a verdict
+])
+def test_a_config_without_model_type_is_read_by_the_words_of_its_path(tmp_path, capsys,
+                                                                        folder, sglang_0_5_9):
+    """transformers <= 5.1 (SGLang 0.5.9 pins 4.57.1) guesses the config class from the longest
+    model type written in the draft's path (AutoConfig.from_pretrained), else raises; 5.2+
+    (SGLang 0.5.11 on) always raises. The real 0.5.9 loader gave these three outcomes."""
+    draft = _draft(tmp_path / "x", "good")
+    config = json.loads((draft / "config.json").read_text())
+    config.pop("model_type")
+    named = tmp_path / folder
+    draft.rename(named)
+    (named / "config.json").write_text(json.dumps(config))
+    code, report, _ = _inspect(capsys, named, "sglang==0.5.9", "sglang==0.5.23")
+    assert any("model_type is absent" in m for m in _messages(report, "sglang==0.5.23",
+                                                               "LOAD_ERROR"))
+    old = [m for m in _messages(report, "sglang==0.5.9", "LOAD_ERROR") if "model_type" in m]
+    guessed = _messages(report, "sglang==0.5.9", "CONFIG_GUESSED")
+    assert bool(old) == (sglang_0_5_9 == "raises")
+    assert bool(guessed) == (sglang_0_5_9 == "guessed")
+    if guessed:
+        assert "'sam'" in guessed[0]

@@ -67,6 +67,12 @@ def test_the_wheel_carries_notebooks_and_samples(wheel):
                    *(f"engines/{e}/data/{t}.json" for e in ("sglang", "vllm")
                      for t in ("capture", "drafting"))):
         assert f"eagle3_nb/{needed}" in names
+    # every bundled sample and engine table, whatever its suffix (package-data lists suffixes)
+    shipped = [f"eagle3_nb/{p.relative_to(REPO).as_posix()}" for p in
+               [*(REPO / "data_samples").rglob("*"), *(REPO / "eagle3_nb" / "engines").glob(
+                   "*/data/*")] if p.is_file() and "__pycache__" not in p.parts]
+    shipped = [n.replace("eagle3_nb/eagle3_nb/", "eagle3_nb/") for n in shipped]
+    assert [n for n in shipped if n not in names] == []
     assert not any(n.startswith(("tests/", "benchmarks/")) for n in names)
 
 

@@ -383,6 +383,11 @@ _FORWARD = ("vllm v1/worker/gpu/model_runner.py profile_run -> _dummy_run -> spe
             "[0.33.0, 0.34.0]: startup runs the draft's forward, where layers/layernorm.py "
             "RMSNorm (ir/ops/layernorm.py rms_norm: variance + epsilon) meets the string eps "
             "that SpeculatorsConfig passed on unchecked (TypeError); the probe runs no forward")
+_EPS = ("sglang srt/layers/layernorm.py RMSNorm.forward_cuda [0.5.9]: sgl_kernel rmsnorm(x, "
+        "weight, self.variance_epsilon) meets the string eps that transformers 4.57.1's "
+        "unchecked LlamaConfig passed on (TypeError), the first time the draft runs: "
+        "eagle_worker.py EAGLEWorker.init_cuda_graphs -> EAGLEDraftCudaGraphRunner.capture "
+        "at startup (with --disable-cuda-graph, the first request); the probe runs no forward")
 CPU_ARTEFACTS = {
     **{("sglang", name): _NARROW for name in (
         "flat.num_attention_heads.contradicts", "flat.num_key_value_heads.absent",
@@ -393,6 +398,7 @@ CPU_ARTEFACTS = {
     ("sglang 0.5.23", "flat.eagle_aux_hidden_state_layer_ids.contradicts"): _GRAPH,
     ("sglang 0.5.9", "flat.eagle_config.wrong-type"): _WORKER,
     ("sglang 0.5.9", "flat.eagle_config.null"): _WORKER,
+    ("sglang 0.5.9", "flat.rms_norm_eps.wrong-type"): _EPS,
     ("sglang 0.5.9", "flat.eagle_config.eagle_aux_hidden_state_layer_ids.wrong-type"): _CAPTURE,
     ("vllm", "spec.transformer_layer_config.rms_norm_eps.wrong-type"): _FORWARD,
 }
@@ -459,7 +465,8 @@ def transformers_fit(engine: str, release: str) -> dict[str, Any]:
 
     env = ROOT / ".cache" / "engines" / f"{engine}-{release}"
     site = next(env.glob("lib/python*/site-packages"))
-    running = next((d.name.split("-")[1] for d in site.glob("transformers-*.dist-info")),
+    running = next((d.name.removesuffix(".dist-info").split("-")[1]
+                    for d in site.glob("transformers-*.dist-info")),
                    metadata.version("transformers"))
     meta = next(site.glob(f"{engine}-*.dist-info/METADATA"), None)
     pins = [Requirement(ln.split(":", 1)[1].strip()) for ln in

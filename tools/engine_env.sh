@@ -33,6 +33,9 @@ esac
 case "$ENGINE-$VERSION" in
   sglang-0.5.16) DEPS="$DEPS xgrammar==0.2.9" ;;  # function_call/inkling_detector.py via server_args
   sglang-0.5.7) DEPS="$DEPS fastapi==0.165.0 opentelemetry-api==1.45.2" ;;  # utils/common.py, tracing
+  # the wheel pins transformers==4.57.1 (METADATA Requires-Dist): its config reading is the
+  # release's only with that transformers (and the hub and tokenizers it accepts)
+  sglang-0.5.9) DEPS="$DEPS transformers==4.57.1 huggingface-hub==0.36.0 tokenizers==0.22.2" ;;
   vllm-0.21.0|vllm-0.18.1) DEPS="$DEPS gguf==0.19.0" ;;  # vllm.config imports the GGUF loader
   vllm-0.11.0) DEPS="$DEPS blake3==1.0.11 gguf==0.19.0 setproctitle==1.3.8" ;;  # vllm.config, model loader
 esac

@@ -145,13 +145,15 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def breach(rule: ConfigRule, raw: dict[str, Any]) -> str:
+def breach(rule: ConfigRule, raw: dict[str, Any], draft_path: str = "") -> str:
     """How the config breaks RULE ("absent", "null", "wrong_type", "other_value", "rope_keys",
-    "length"), or ""."""
+    "length", "unguessed"), or "". draft_path: the path the engine is given (for "unguessed")."""
     if not applies(rule, raw):
         return ""
     value = lookup(raw, rule.path)
     if value is MISSING:
+        if "unguessed" in rule.fails_when:
+            return "" if guessed_type(draft_path, rule.path_words) else "unguessed"
         return "absent" if "absent" in rule.fails_when else ""
     if value is None:
         seen = "null" if "null" in rule.fails_when else ""
@@ -166,6 +168,14 @@ def breach(rule: ConfigRule, raw: dict[str, Any]) -> str:
     if "length" in rule.fails_when and value and _length(value) != rule.length:
         return "length"
     return ""
+
+
+def guessed_type(path: str, model_types: tuple[str, ...]) -> str | None:
+    """The model type AutoConfig takes from a path when config.json has none: the longest one
+    written anywhere in it (configuration_auto.py AutoConfig.from_pretrained, transformers
+    <= 5.1: `for pattern in sorted(CONFIG_MAPPING, key=len, reverse=True): if pattern in
+    str(path)`), or None."""
+    return next((t for t in sorted(model_types, key=len, reverse=True) if t in path), None)
 
 
 def _length(value: Any) -> int | None:
@@ -191,6 +201,8 @@ def shown(rule: ConfigRule, raw: dict[str, Any], how: str) -> str:
         return f"{rule.path} has rope_type {kind!r} without {', '.join(_rope_missing(value))}"
     if how == "absent":
         return f"{rule.path} is absent"
+    if how == "unguessed":
+        return f"{rule.path} is absent and no model type is written in the draft's path"
     if how == "length":
         n = _length(value)
         return f"{rule.path} is {_text(value)} ({'no len()' if n is None else f'len {n}'})"

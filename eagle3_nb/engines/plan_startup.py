@@ -5,7 +5,7 @@ context length."""
 from __future__ import annotations
 
 from eagle3_nb.config import ABSENT, NORM_FLAGS, TRAINER_FLAG_DEFAULTS
-from eagle3_nb.engines.config_rules import breach, shown, value_text
+from eagle3_nb.engines.config_rules import breach, guessed_type, shown, value_text
 from eagle3_nb.engines.plan_state import PlanState
 from eagle3_nb.findings import ERROR, INFO, WARNING
 
@@ -81,13 +81,35 @@ class StartupChecks(PlanState):
         per field: the first rule it breaks)."""
         raw, seen = self.cfg.raw, set()
         for rule in self.p.config_rules:
-            how = breach(rule, raw) if rule.dialect == self.cfg.dialect else ""
+            how = breach(rule, raw, self._draft_path()) if rule.dialect == self.cfg.dialect \
+                else ""
+            if not how and rule.path_words and rule.path not in seen:
+                self._report_guessed_type(rule)
             if not how or rule.path in seen:
                 continue
             seen.add(rule.path)
             error = rule.error.format(value=value_text(raw, rule.path))
             self.add("LOAD_ERROR", ERROR, f"{shown(rule, raw, how)}: {error}; fix it in "
                      "config.json (a copy of it)", config_field=rule.path, cite=rule.cite)
+
+    def _draft_path(self) -> str:
+        """The draft directory as the kit was given it: what an engine's guesses from the path
+        see when it is given the same path."""
+        return self.cfg.where.removesuffix("config.json").rstrip("/")
+
+    def _report_guessed_type(self, rule) -> None:
+        """model_type absent, and a model type other than llama written in the draft's path:
+        AutoConfig builds that type's config class from config.json (rule.cite)."""
+        if rule.path in self.cfg.raw or rule.dialect != self.cfg.dialect:
+            return
+        kind = guessed_type(self._draft_path(), rule.path_words)
+        if kind and kind != "llama":
+            self.add("CONFIG_GUESSED", WARNING, f"model_type is absent: the engine's AutoConfig "
+                     f"reads config.json as the {kind!r} model type's config class, guessed from "
+                     f"{kind!r} in the draft's path {self._draft_path()!r}, not as LlamaConfig; "
+                     "whether the draft then builds depends on that class's fields; add "
+                     "\"model_type\": \"llama\" to config.json (a copy of it)",
+                     config_field=rule.path, guessed=kind, cite=rule.cite)
 
     def _check_architecture(self) -> None:
         archs = self.cfg.architectures

@@ -70,9 +70,13 @@ class ConfigRule:
     # the rule holds only where each (path, values) does: the value at path is one of values
     # (UNSET: the key is absent); the engine takes another path otherwise
     when: tuple[tuple[str, tuple], ...] = ()
+    # "unguessed": the model types transformers' AutoConfig looks for in the draft's path when
+    # the key is absent (up to 5.1); absent with none of them in the path raises
+    path_words: tuple[str, ...] = ()
 
 
-CONFIG_BREACHES = ("absent", "null", "wrong_type", "other_value", "rope_keys", "length")
+CONFIG_BREACHES = ("absent", "null", "wrong_type", "other_value", "rope_keys", "length",
+                   "unguessed")
 UNSET = "<absent>"   # in ConfigRule.when: the key is not in the config
 
 

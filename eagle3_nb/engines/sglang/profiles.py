@@ -9,7 +9,9 @@ file, function and PR."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 from eagle3_nb.engines.config_rules import (LENIENT_CONFIG, NO_AUX_COUNT, NUM_AUX_READ,
                                             STRICT_CONFIG_ALL, ids_counted_by_len)
@@ -61,6 +63,25 @@ WORKER_EAGLE_CONFIG_NULL = (
                "AttributeError: 'NoneType' object has no attribute 'get' (the EAGLE worker reads "
                "eagle_config.get('use_aux_hidden_state', True) at startup); remove the null "
                "eagle_config or write it as an object", cite=_WORKER_READS_EAGLE_CONFIG),
+)
+# transformers up to 5.1 (the pins before SGLang 0.5.10's 5.3.0) guess a config without
+# model_type from the words of the draft's path; SGLang registers its own config classes first.
+# With none of those words in the path AutoConfig raises; 5.2+ always raises (STRICT_CONFIG).
+_MODEL_TYPES = json.loads((Path(__file__).parent / "data" / "autoconfig-model-types.json")
+                          .read_text(encoding="utf-8"))
+PATH_GUESSED_MODEL_TYPE = (
+    ConfigRule("flat", "model_type", frozenset({"unguessed"}),
+               "ValueError: Unrecognized model in DRAFT. Should have a `model_type` key in its "
+               "config.json, or contain one of the following strings in its name (AutoConfig "
+               "guesses the config class from the words of the path it is given; add "
+               "\"model_type\": \"llama\")", path_words=tuple(_MODEL_TYPES["model_types"]),
+               cite="transformers models/auto/configuration_auto.py AutoConfig.from_pretrained "
+                    "[4.57.1, the 0.5.9 wheel's pin]: `for pattern in sorted(CONFIG_MAPPING, "
+                    "key=len, reverse=True): if pattern in str(path)`, else ValueError; the "
+                    "model types are CONFIG_MAPPING's with SGLang 0.5.9's registrations "
+                    "(engines/sglang/data/autoconfig-model-types.json); confirmed by the "
+                    "ablation on sglang 0.5.9 with transformers 4.57.1. Older pins know fewer "
+                    "types (assumed a subset), so none of these in the path raises there too"),
 )
 # The MLA draft class (kimi_k25_eagle3.py, from 0.5.12) counts its aux states from eagle_config's
 # ids, else the top-level ones, with len() (num_aux_hidden_states is not read)
@@ -279,14 +300,15 @@ SGLANG_0_5_8 = earlier_range(
      "config_rules": "the wheels pin transformers ==5.3.0 (0.5.10), ==4.57.1 (0.5.9) (METADATA "
      "Requires-Dist): no @strict LlamaConfig (from 5.4.0), and 4.57.1 guesses a config class "
      "from the path when model_type is absent; only the rules that hold on both"},
-    graphs_use_default_ids=True, config_rules=LENIENT_CONFIG + WORKER_EAGLE_CONFIG_NULL,
+    graphs_use_default_ids=True,
+    config_rules=LENIENT_CONFIG + PATH_GUESSED_MODEL_TYPE + WORKER_EAGLE_CONFIG_NULL,
 )
 SGLANG_0_5_7 = earlier_range(
     SGLANG_0_5_8, "0.5.7", "0.5.7",
     {"reads_use_aux_hidden_state": "model_runner.py [<0.5.8]: no use_aux_hidden_state, capture "
      "always on (PR #14920 in 0.5.8)",
      "config_rules": "eagle_worker.py [0.5.7 wheel]: the worker does not read eagle_config"},
-    reads_use_aux_hidden_state=False, config_rules=LENIENT_CONFIG,
+    reads_use_aux_hidden_state=False, config_rules=LENIENT_CONFIG + PATH_GUESSED_MODEL_TYPE,
 )
 SGLANG_0_5_4_POST2 = earlier_range(
     SGLANG_0_5_7, "0.5.4.post2", "0.5.6.post2",
