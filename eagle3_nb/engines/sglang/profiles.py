@@ -73,8 +73,10 @@ PATH_GUESSED_MODEL_TYPE = (
     ConfigRule("flat", "model_type", frozenset({"unguessed"}),
                "ValueError: Unrecognized model in DRAFT. Should have a `model_type` key in its "
                "config.json, or contain one of the following strings in its name (AutoConfig "
-               "guesses the config class from the words of the path it is given; add "
-               "\"model_type\": \"llama\")", path_words=tuple(_MODEL_TYPES["model_types"]),
+               "guesses the config class from the words of the path it is given, checked here "
+               "on the path the kit was given: the engine sees the one its draft-model-path "
+               "names; add \"model_type\": \"llama\")",
+               path_words=tuple(_MODEL_TYPES["model_types"]),
                cite="transformers models/auto/configuration_auto.py AutoConfig.from_pretrained "
                     "[4.57.1, the 0.5.9 wheel's pin]: `for pattern in sorted(CONFIG_MAPPING, "
                     "key=len, reverse=True): if pattern in str(path)`, else ValueError; the "
