@@ -12,7 +12,11 @@ anchor measured in the same run is tokenising the rows' message contents alone w
 tokenizer (encode_batch): what any checker that looks at every token pays at least. The CPU
 columns are the ones to compare on a shared machine: load stretches the wall times, not them.
 
-    python benchmarks/bench_data.py [--rows 10000 100000] [--repeat 1]
+    python benchmarks/bench_data.py [--rows 10000 100000] [--repeat 1] [--token-rows 100000]
+
+A second table checks token rows (speculators' form) twice, as JSONL and as the Arrow folder
+speculators' prepare_data.py saves: the Arrow reader (io/training_arrow.py) against the JSONL
+reader on the same rows, in the same run.
 """
 
 from __future__ import annotations
@@ -65,6 +69,40 @@ def training_set(folder: Path, rows: int) -> Path:
     return out
 
 
+TOKEN_GOOD = REPO / "data_samples" / "training" / "speculators" / "data.jsonl"
+KIT_TOKENS = ("import sys, time; t = time.perf_counter()\n"
+              "from eagle3_nb.checks.data import check_data\n"
+              "r = check_data(sys.argv[1], tokenizer=sys.argv[2], chat_template=sys.argv[3],\n"
+              "               serve_thinking=False).to_json()\n"
+              "assert r['rows_read'] == int(sys.argv[4]), r['rows_read']\n"
+              "print((time.perf_counter() - t) * 1000)")
+
+
+def token_sets(folder: Path, rows: int) -> tuple[Path, Path]:
+    """The bundled speculators token rows repeated to ROWS, as JSONL and as the save_to_disk
+    folder speculators' prepare_data.py writes (one Arrow stream shard, state.json): twins."""
+    import pyarrow as pa
+
+    good = [json.loads(x) for x in TOKEN_GOOD.read_text().splitlines()]
+    rows_ = [good[i % len(good)] for i in range(rows)]
+    jsonl, arrow = folder / f"tokens-jsonl-{rows}", folder / f"tokens-arrow-{rows}"
+    jsonl.mkdir()
+    arrow.mkdir()
+    with (jsonl / "data.jsonl").open("w", encoding="utf-8") as fh:
+        for r in rows_:
+            fh.write(json.dumps(r) + "\n")
+    table = pa.table({"input_ids": pa.array([r["input_ids"] for r in rows_],
+                                            pa.list_(pa.int32())),
+                      "loss_mask": pa.array([r["loss_mask"] for r in rows_],
+                                            pa.list_(pa.int64()))})
+    shard = "data-00000-of-00001.arrow"
+    with pa.OSFile(str(arrow / shard), "wb") as sink, \
+            pa.RecordBatchStreamWriter(sink, table.schema) as writer:
+        writer.write_table(table, 1000)   # datasets' ArrowWriter batch size
+    (arrow / "state.json").write_text(json.dumps({"_data_files": [{"filename": shard}]}))
+    return jsonl, arrow
+
+
 def run(code: str, *args) -> tuple[float, float, float]:
     """(op ms, peak RSS MB, CPU s) of CODE in a fresh interpreter (ru_maxrss and user + system
     time from wait4: the CPU column is what load on a shared machine does not inflate)."""
@@ -84,6 +122,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--token-rows", type=int, nargs="*", default=[100_000],
+                    help="token-row sets checked as JSONL and as Arrow (none: skip)")
     args = ap.parse_args()
     print(f"{'rows':>8} {'data s':>8} {'cpu s':>6} {'rows/s':>8} {'peak MB':>8} "
           f"{'tokenise-only s':>16} {'cpu s':>6} {'ratio':>6}  goal: 100k rows < 60 s and "
@@ -98,6 +138,16 @@ def main() -> None:
                   f"{kit[1]:>8.0f} {anchor[0] / 1000:>16.1f} {anchor[2]:>6.1f} "
                   f"{kit[0] / anchor[0]:>6.2f}")
             shutil.rmtree(folder)
+        print(f"\ntoken rows (speculators' form), the same rows as JSONL and as Arrow:\n"
+              f"{'rows':>8} {'jsonl s':>8} {'cpu s':>6} {'peak MB':>8} {'arrow s':>8} "
+              f"{'cpu s':>6} {'peak MB':>8} {'arrow/jsonl':>11}")
+        for n in args.token_rows:
+            jsonl, arrow = token_sets(Path(tmp), n)
+            a = [min(run(KIT_TOKENS, d, TOKENIZER, TEMPLATE, n) for _ in range(args.repeat))
+                 for d in (jsonl, arrow)]
+            print(f"{n:>8} {a[0][0] / 1000:>8.1f} {a[0][2]:>6.1f} {a[0][1]:>8.0f} "
+                  f"{a[1][0] / 1000:>8.1f} {a[1][2]:>6.1f} {a[1][1]:>8.0f} "
+                  f"{a[1][0] / a[0][0]:>11.2f}")
     print(f"cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} (other work on the "
           "machine slows both columns alike)")
 
