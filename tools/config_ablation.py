@@ -618,8 +618,9 @@ CHANGED = (
     "eagle_config written as null starts everywhere but on SGLang 0.5.8-0.5.14, whose EAGLE "
     "worker reads it with getattr(..., {}).get() (a CPU artefact: the probe builds no worker).",
     "Still refused (genuinely unreadable, or failing on a GPU where the probe starts, listed under "
-    "CPU artefacts): head counts that do not divide, a string rms_norm_eps in a speculators "
-    "layer config (vLLM's first forward), eagle_config or its ids of the wrong type, wrong "
+    "CPU artefacts): head counts that do not divide, a string rms_norm_eps (the draft's first "
+    "forward fails: vLLM's speculators layer config, SGLang 0.5.9's unchecked LlamaConfig), "
+    "eagle_config or its ids of the wrong type, wrong "
     "types and nulls of the layer's sizes, out-of-bounds numbers; the kit stops there with what, "
     "where and what to do.",
 )
