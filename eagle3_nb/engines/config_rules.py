@@ -111,6 +111,23 @@ def ids_counted_by_len(dialect: str, when: tuple, cite: str) -> ConfigRule:
 LENIENT_CONFIG = AUTOCONFIG + LLAMA_DRAFT_LAYER
 STRICT_CONFIG_ALL = AUTOCONFIG + STRICT_CONFIG + LLAMA_DRAFT_LAYER
 
+# transformers up to 5.1 build a config without model_type from the model type written in the
+# path (the longest; the engine's registrations included) and raise when there is none; 5.2 on
+# always raise (STRICT_CONFIG). A release whose pin allows either side gets the rule on both.
+_UNRECOGNIZED = ("ValueError: Unrecognized model in DRAFT. Should have a `model_type` key in its "
+                 "config.json, or contain one of the following strings in its name (AutoConfig "
+                 "guesses the config class from the words of the path it is given, checked here "
+                 "on the path the kit was given: the engine sees the one its draft-model-path "
+                 "names; add \"model_type\": \"llama\")")
+
+
+def path_guessed_model_type(model_types: list[str], cite: str) -> tuple[ConfigRule, ...]:
+    """The rule for a release whose transformers guesses a missing model_type from the path,
+    MODEL_TYPES being every type its AutoConfig knows there (engines/<engine>/data)."""
+    return (ConfigRule("flat", "model_type", frozenset({"unguessed"}), _UNRECOGNIZED,
+                       path_words=tuple(model_types), cite=cite),)
+
+
 MISSING = object()   # lookup's answer for a field the config does not have
 
 

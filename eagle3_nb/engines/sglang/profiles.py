@@ -14,7 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from eagle3_nb.engines.config_rules import (LENIENT_CONFIG, NO_AUX_COUNT, NUM_AUX_READ,
-                                            STRICT_CONFIG_ALL, ids_counted_by_len)
+                                            STRICT_CONFIG_ALL, ids_counted_by_len,
+                                            path_guessed_model_type)
 from eagle3_nb.engines.profile import (AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE,
                                        PLUS_ONE_IF_FIRST_IS_1, UNSET, ConfigRule, EngineProfile,
                                        FlagRule, earlier_range)
@@ -69,22 +70,14 @@ WORKER_EAGLE_CONFIG_NULL = (
 # With none of those words in the path AutoConfig raises; 5.2+ always raises (STRICT_CONFIG).
 _MODEL_TYPES = json.loads((Path(__file__).parent / "data" / "autoconfig-model-types.json")
                           .read_text(encoding="utf-8"))
-PATH_GUESSED_MODEL_TYPE = (
-    ConfigRule("flat", "model_type", frozenset({"unguessed"}),
-               "ValueError: Unrecognized model in DRAFT. Should have a `model_type` key in its "
-               "config.json, or contain one of the following strings in its name (AutoConfig "
-               "guesses the config class from the words of the path it is given, checked here "
-               "on the path the kit was given: the engine sees the one its draft-model-path "
-               "names; add \"model_type\": \"llama\")",
-               path_words=tuple(_MODEL_TYPES["model_types"]),
-               cite="transformers models/auto/configuration_auto.py AutoConfig.from_pretrained "
-                    "[4.57.1, the 0.5.9 wheel's pin]: `for pattern in sorted(CONFIG_MAPPING, "
-                    "key=len, reverse=True): if pattern in str(path)`, else ValueError; the "
-                    "model types are CONFIG_MAPPING's with SGLang 0.5.9's registrations "
-                    "(engines/sglang/data/autoconfig-model-types.json); confirmed by the "
-                    "ablation on sglang 0.5.9 with transformers 4.57.1. Older pins know fewer "
-                    "types (assumed a subset), so none of these in the path raises there too"),
-)
+PATH_GUESSED_MODEL_TYPE = path_guessed_model_type(
+    _MODEL_TYPES["model_types"],
+    "transformers models/auto/configuration_auto.py AutoConfig.from_pretrained [4.57.1, the 0.5.9 "
+    "wheel's pin]: `for pattern in sorted(CONFIG_MAPPING, key=len, reverse=True): if pattern in "
+    "str(path)`, else ValueError; the model types are CONFIG_MAPPING's with SGLang 0.5.9's "
+    "registrations (engines/sglang/data/autoconfig-model-types.json); confirmed by the ablation "
+    "on sglang 0.5.9 with transformers 4.57.1. Older pins know fewer types (assumed a subset), "
+    "so none of these in the path raises there too")
 # The MLA draft class (kimi_k25_eagle3.py, from 0.5.12) counts its aux states from eagle_config's
 # ids, else the top-level ones, with len() (num_aux_hidden_states is not read)
 MLA_IDS_COUNTED = (ids_counted_by_len(

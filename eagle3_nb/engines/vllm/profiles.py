@@ -9,12 +9,31 @@ after 2026-08-17 (0.29.0 on) have no recoverable history and are cited by releas
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 from eagle3_nb.engines.config_rules import (LENIENT_CONFIG, NUM_AUX_READ, ROPE_ERROR,
-                                            STRICT_CONFIG_ALL, ids_counted_by_len)
+                                            STRICT_CONFIG_ALL, ids_counted_by_len,
+                                            path_guessed_model_type)
 from eagle3_nb.engines.profile import (AS_IS, UNSET, ConfigRule, EngineProfile, FlagRule,
                                        earlier_range, later_range, release_key)
+
+# A flat draft config without model_type: get_config passes the path to AutoConfig, whose
+# transformers up to 5.1 guesses the class from a model type written in it (the releases up to
+# 0.23.0 allow such a pin) and raises without one
+PATH_GUESSED_MODEL_TYPE = path_guessed_model_type(
+    json.loads((Path(__file__).parent / "data" / "autoconfig-model-types.json")
+               .read_text(encoding="utf-8"))["model_types"],
+    "vllm transformers_utils/config.py get_config / HFConfigParser.parse [0.8.5, 0.11.0, 0.19.1, "
+    "0.23.0 wheels]: config_dict.get('model_type') is None, not in _CONFIG_REGISTRY, so "
+    "AutoConfig.from_pretrained(model) (transformers configuration_auto.py [4.57.1]: `for "
+    "pattern in sorted(CONFIG_MAPPING, key=len, reverse=True): if pattern in str(path)`, else "
+    "ValueError); the types: transformers 4.57.1's and those vLLM registers at import "
+    "(engines/vllm/data/autoconfig-model-types.json); a target whose model_type vLLM registers "
+    "adds its own (not counted); the releases between those read are assumed the same (the "
+    "release survey marks no change of get_config there); not run: no side environment of "
+    "these releases")
 
 # registry.py _SPECULATIVE_DECODING_MODELS: EAGLE-3 draft names served by llama_eagle3, with the
 # release that registered each (the release survey, docs/engine-facts-vllm.md)
@@ -325,7 +344,8 @@ VLLM_0_22 = earlier_range(
      "only the rules that hold on both sides; no qwen3_eagle3.py before 0.24.0"},
     architectures=_llama_drafts("0.23.0"),
     speculators_layer_types=frozenset({"*"}), has_q_k_norm=False,
-    fc_aux_top_level_layer_types=frozenset(), config_rules=LENIENT_CONFIG + NUM_AUX_READ,
+    fc_aux_top_level_layer_types=frozenset(),
+    config_rules=LENIENT_CONFIG + NUM_AUX_READ + PATH_GUESSED_MODEL_TYPE,
 )
 VLLM_0_20 = earlier_range(
     VLLM_0_22, "0.20.0", "0.21.0",
@@ -344,7 +364,7 @@ VLLM_0_20 = earlier_range(
      "mla": "deepseek_eagle3.py: see VLLM_MLA_0_18",
      "config_rules": "as fc_aux_count: num_aux_hidden_states is never read before 0.22.0"},
     fc_aux_count="fixed_3", has_fc_norm=False, aux_id_sources=("top_level",),
-    config_rules=LENIENT_CONFIG,
+    config_rules=LENIENT_CONFIG + PATH_GUESSED_MODEL_TYPE,
     flags={"norm_before_residual": VLLM_0_33.flags["norm_before_residual"],
            "norm_before_fc": FlagRule(True, {"flat": False, "speculators": False}),
            "fc_norm": _NOT_READ, "norm_output": _NOT_READ},
