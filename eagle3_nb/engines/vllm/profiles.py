@@ -31,9 +31,8 @@ PATH_GUESSED_MODEL_TYPE = path_guessed_model_type(
     "pattern in sorted(CONFIG_MAPPING, key=len, reverse=True): if pattern in str(path)`, else "
     "ValueError); the types: transformers 4.57.1's and those vLLM registers at import "
     "(engines/vllm/data/autoconfig-model-types.json); a target whose model_type vLLM registers "
-    "adds its own (not counted); the releases between those read are assumed the same (the "
-    "release survey marks no change of get_config there); not run: no side environment of "
-    "these releases")
+    "adds its own (not counted); the releases between those read are assumed the same; not "
+    "run: no side environment of these releases")
 
 # registry.py _SPECULATIVE_DECODING_MODELS: EAGLE-3 draft names served by llama_eagle3, with the
 # release that registered each (the release survey, docs/engine-facts-vllm.md)
