@@ -478,6 +478,20 @@ def transformers_fit(engine: str, release: str) -> dict[str, Any]:
             "evidence": kinds == {_reading(running)}}
 
 
+def _word_free_tempdir() -> tempfile.TemporaryDirectory:
+    """A temporary directory whose random name writes no model type: transformers' AutoConfig
+    (up to 5.1) builds a config without model_type from such a word in the path (engines'
+    PATH_GUESSED_MODEL_TYPE), so the model_type variants would depend on the draw."""
+    from eagle3_nb.engines.config_rules import guessed_type
+    from eagle3_nb.engines.sglang.profiles import PATH_GUESSED_MODEL_TYPE
+
+    while True:
+        tmp = tempfile.TemporaryDirectory(prefix="config-ablation-")
+        if not guessed_type(tmp.name, PATH_GUESSED_MODEL_TYPE[0].path_words):
+            return tmp
+        tmp.cleanup()
+
+
 def ablate(envs: list[tuple[str, str]], names: list[str] | None = None, keys: bool = False,
            log=print) -> list[Result]:
     """Every variant (or those NAMES) through every (engine, release) in ENVS."""
@@ -485,7 +499,7 @@ def ablate(envs: list[tuple[str, str]], names: list[str] | None = None, keys: bo
 
     chosen = [v for v in variants() if not names or v.name in names]
     results = []
-    with tempfile.TemporaryDirectory(prefix="config-ablation-") as tmp:
+    with _word_free_tempdir() as tmp:
         folders = {v.name: write_variant(v, Path(tmp)) for v in chosen}
         for engine, release in envs:
             profile = resolve_engine(f"{engine}=={release}")
