@@ -69,7 +69,8 @@ TEXT_HEAVY = ("numpy",)
 # writers import ctypes, signal, socket and tempfile where they write (#26: start-up time).
 INSPECT_PATH = ("cli", "checks.load")
 ENGINE_FOLDER_FACTS = ("profiles", "releases", "bugs")
-INSPECT_LATER = ("viz",)
+# loaded only when inspect is given a log, a launch command or statistics to scan
+INSPECT_LATER = ("viz", "stats", "checks.log", "engines.launch")
 INSPECT_STDLIB_LATER = ("ctypes", "signal", "socket", "tempfile")
 ENGINE_HOME, LITERAL_EXEMPT = "engines", ("samples",)
 RELEASE = re.compile(r"(?<![\w.])\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?(?![\w.])|==\d")
@@ -394,7 +395,8 @@ def beyond_inspect(graph, root: Path = PACKAGE) -> list[str]:
             problems.append(f"{mod} on the inspect path: an engine folder's "
                             f"{mod[len(folder) + 1:]} loads when asked (registry.later)")
         if _owner(mod, INSPECT_LATER):
-            problems.append(f"{mod} on the inspect path: import a view where it is printed")
+            problems.append(f"{mod} on the inspect path: import it where it is used (a view "
+                            "where it is printed, a reader where its input is given)")
         for name in sorted(set(INSPECT_STDLIB_LATER) & graph[mod][2]):
             problems.append(f"{mod} imports {name} at module level, on the inspect path")
         parents = [".".join(mod.split(".")[:i]) for i in range(1, mod.count(".") + 1)]

@@ -24,10 +24,7 @@ from eagle3_nb.io.checkpoint import Checkpoint, load_target_info, open_once, rea
 from eagle3_nb.checks.result import CheckResult, JsonResult
 from eagle3_nb.checks.target_match import (NOT_A_DRAFT_TODO, embedding_findings, not_a_draft,
                                            not_a_draft_finding, target_findings)
-from eagle3_nb.checks.log import check_log
-from eagle3_nb.engines.launch import launch_findings, launch_from_args, read_launch
 from eagle3_nb.layouts import Layout, SchemaRow, detect_layout, schema_diff
-from eagle3_nb.stats import scan_stats, stats_findings
 
 DEFAULT_STATS_BUDGET = 1 << 30
 
@@ -159,6 +156,15 @@ class Inspection(CheckResult):
         return "ok_as_far_as_checked" if self.unchecked() else "ok"
 
 
+def _launch_settings(launch: str | None, reading):
+    """The serving command's settings: the launch given, else the log's server arguments."""
+    if not launch and not (reading is not None and reading.server_args):
+        return None
+    from eagle3_nb.engines.launch import launch_from_args, read_launch
+
+    return read_launch(launch) if launch else launch_from_args(reading.server_args)
+
+
 def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
                        target_config: str | Path | None = None, stats: bool = True,
                        stats_budget: int = DEFAULT_STATS_BUDGET,
@@ -170,8 +176,12 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     cfg = _draft_config(ckpt, why)
     stats = stats and not why  # a target's tensors say nothing about a draft
     target = load_target_info(target_config) if target_config else None
-    reading = check_log(log, engines[0] if engines and len(engines) == 1 else None,
-                        launch_checks=False) if log else None
+    reading = None
+    if log:  # the log, launch and statistics readers load only when asked for (start-up, #26)
+        from eagle3_nb.checks.log import check_log
+
+        reading = check_log(log, engines[0] if engines and len(engines) == 1 else None,
+                            launch_checks=False)
     release_from = release_given(engines)
     if reading is not None and not engines and reading.profile:
         engines, release_from = [reading.profile], "from the log"
@@ -186,6 +196,8 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
         findings += target_findings(cfg, target)
     stats_result = vocab = None
     if stats:  # the only steps that read tensor data
+        from eagle3_nb.stats import scan_stats, stats_findings
+
         stats_result = scan_stats(ckpt, stats_budget)
         findings += stats_findings(stats_result, ckpt)
         from eagle3_nb.vocab import VocabMapping  # numpy: only when d2t values are read
@@ -194,10 +206,10 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
         findings += vocab.findings()
     else:
         findings += _vocab_presence_findings(ckpt, cfg)
-    settings = read_launch(launch) if launch else None
-    if settings is None and reading is not None and reading.server_args:
-        settings = launch_from_args(reading.server_args)
+    settings = _launch_settings(launch, reading)
     if settings is not None:
+        from eagle3_nb.engines.launch import launch_findings
+
         findings += launch_findings(settings, cfg, [p.profile for p in plans])
         _settle_launch_conditions(plans, settings)
     if reading is not None:
