@@ -158,11 +158,14 @@ class Inspection(CheckResult):
 
 def _launch_settings(launch: str | None, reading):
     """The serving command's settings: the launch given, else the log's server arguments."""
-    if not launch and not (reading is not None and reading.server_args):
+    from_log = reading is not None and reading.server_args
+    if not launch and not from_log:
         return None
     from eagle3_nb.engines.launch import launch_from_args, read_launch
 
-    return read_launch(launch) if launch else launch_from_args(reading.server_args)
+    settings = read_launch(launch) if launch else None
+    return settings if settings is not None or not from_log else \
+        launch_from_args(reading.server_args)
 
 
 def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
