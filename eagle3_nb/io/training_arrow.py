@@ -197,31 +197,19 @@ def _records(batch, before: int, where: str) -> Iterator[dict]:
                                         where, "one training sample per row")
             for obj in chunk.to_pylist():
                 row += 1
-                yield _as_jsonl(obj, f"{where} row {row}")
+                yield _as_jsonl(obj)
 
 
-def _as_jsonl(obj: dict, where: str) -> dict:
-    """The row as its JSONL twin holds it: absent for null, [1, L] unwrapped, messages without
-    the null fields Arrow's struct type gives the keys other messages have."""
+def _as_jsonl(obj: dict) -> dict:
+    """The row as its JSONL twin holds it: absent for null, messages without the null fields
+    Arrow's struct type gives the keys other messages have (a [1, L] token row is unwrapped
+    where JSONL's is: training_data.parse_row)."""
     out = {k: v for k, v in obj.items() if v is not None}
-    for key in TOKEN_COLUMNS:
-        if isinstance(out.get(key), list):
-            out[key] = _unwrap(out[key], key, where)
     for key in ("conversations", "messages"):
         if isinstance(out.get(key), list):
             out[key] = [{k: v for k, v in m.items() if v is not None}
                         if isinstance(m, dict) else m for m in out[key]]
     return out
-
-
-def _unwrap(value: list, key: str, where: str) -> list:
-    """SpecForge's [1, L] row to L, as its `_normalize_integer_sequence` does."""
-    if value and isinstance(value[0], list):
-        if len(value) != 1:
-            raise TrainingDataError(f"{key} holds {len(value)} sequences", where,
-                                    "store one token sequence per row ([L] or [1, L])")
-        return value[0]
-    return value
 
 
 def _kind(schema, where: str) -> str | None:

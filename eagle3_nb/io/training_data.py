@@ -179,22 +179,38 @@ def json_array(path: Path) -> bool:
 
 
 def _array_records(path: Path, max_rows: int | None) -> Iterator[tuple[int, Any]]:
-    """A JSON array's records, parsed whole as SpecForge parses it: bounded by size."""
+    """A JSON array's records one at a time (the text is read whole, bounded by size; each
+    record is decoded when reached, so a first row costs one record, not the array)."""
     where = str(path)
     if path.stat().st_size > MAX_ARRAY_BYTES:
         raise TrainingDataError(f"a JSON array over {MAX_ARRAY_BYTES >> 20} MiB is parsed whole",
                                 where, "convert it to JSONL, one object per line: python -c "
                                 "\"import json,sys; [print(json.dumps(r)) for r in "
                                 "json.load(open(sys.argv[1]))]\" FILE > FILE.jsonl")
-    try:
-        records = json.loads(path.read_bytes())
-    except (ValueError, RecursionError) as exc:
-        raise TrainingDataError(f"not a JSON array ({str(exc)[:80]})", where,
-                                "write one JSON array of objects, or JSONL") from None
-    if not isinstance(records, list):
-        raise TrainingDataError("not a JSON array", where, "write one JSON array of objects")
-    for i, obj in enumerate(records[:max_rows] if max_rows is not None else records, 1):
-        yield i, obj
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    decode, at, n = json.JSONDecoder().raw_decode, text.index("[") + 1, 0
+    while max_rows is None or n < max_rows:
+        at = _past_space(text, at)
+        if text.startswith("]", at):
+            return
+        if n:
+            if not text.startswith(",", at):
+                raise TrainingDataError(f"record {n}: no comma or ] after it", where,
+                                        "write one JSON array of objects, or JSONL")
+            at = _past_space(text, at + 1)
+        try:
+            obj, at = decode(text, at)
+        except (ValueError, RecursionError) as exc:
+            raise TrainingDataError(f"record {n + 1} is not JSON ({str(exc)[:80]})", where,
+                                    "write one JSON array of objects, or JSONL") from None
+        n += 1
+        yield n, obj
+
+
+def _past_space(text: str, at: int) -> int:
+    while at < len(text) and text[at] in " \t\r\n":
+        at += 1
+    return at
 
 
 def first_row(path: Path) -> Row | None:
