@@ -15,6 +15,7 @@ from typing import Any
 
 from eagle3_nb.config import NORM_FLAGS, DraftConfig
 from eagle3_nb.convert.plan import PlannedTensor, Target
+from eagle3_nb.engines.config_rules import json_type
 from eagle3_nb.engines.facts import CONVERSION as FACTS
 from eagle3_nb.engines.planner import flat_aux_ids, plan_load, trained_aux_indices
 from eagle3_nb.io.checkpoint import Checkpoint
@@ -293,7 +294,7 @@ def _num_aux_repaired(out: dict[str, Any], cfg: DraftConfig, entries: list[Plann
         return []
     old = out.pop("num_aux_hidden_states")
     fc = next((e.info.shape for e in entries if e.canonical == "fc.weight"), None)
-    why = f"not an integer ({_json_kind(old)}): {FACTS['num_aux_not_int']}"
+    why = f"not an integer (a JSON {json_type(old)}): {FACTS['num_aux_not_int']}"
     if fc and len(fc) == 2 and fc[1] % cfg.Ht == 0:
         out["num_aux_hidden_states"] = fc[1] // cfg.Ht
         return [ConfigChange("num_aux_hidden_states", old, out["num_aux_hidden_states"],
@@ -301,11 +302,6 @@ def _num_aux_repaired(out: dict[str, Any], cfg: DraftConfig, entries: list[Plann
                              f"target_hidden_size {cfg.Ht})")]
     return [ConfigChange("num_aux_hidden_states", old, ABSENT,
                          f"{why}; removed, since fc's shape gives no count")]
-
-
-def _json_kind(value: Any) -> str:
-    return {str: "a JSON str", float: "a JSON number", bool: "a JSON bool", list: "a JSON list",
-            dict: "a JSON object"}.get(type(value), type(value).__name__)
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

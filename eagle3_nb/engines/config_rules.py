@@ -154,7 +154,8 @@ def applies(rule: ConfigRule, raw: dict[str, Any]) -> bool:
     return True
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """A JSON value's type as config messages name it (bool, int, float, str, list, object)."""
     for kind, types in (("bool", bool), ("int", int), ("float", float), ("str", str),
                         ("list", list), ("object", dict)):
         if isinstance(value, types):
@@ -178,7 +179,7 @@ def breach(rule: ConfigRule, raw: dict[str, Any], draft_path: str = "") -> str:
                         else "")
     if "rope_keys" in rule.fails_when:
         return "rope_keys" if _rope_missing(value) else ""
-    if rule.types and _json_type(value) not in rule.types:
+    if rule.types and json_type(value) not in rule.types:
         return "wrong_type" if "wrong_type" in rule.fails_when else ""
     if rule.allowed and value not in rule.allowed and "other_value" in rule.fails_when:
         return "other_value"
@@ -225,7 +226,7 @@ def shown(rule: ConfigRule, raw: dict[str, Any], how: str) -> str:
         return f"{rule.path} is {_text(value)} ({'no len()' if n is None else f'len {n}'})"
     if value is None:
         return f"{rule.path} is null"
-    return f"{rule.path} is {_text(value)}" + (f" (a JSON {_json_type(value)})"
+    return f"{rule.path} is {_text(value)}" + (f" (a JSON {json_type(value)})"
                                                if how == "wrong_type" else "")
 
 
