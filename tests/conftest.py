@@ -107,3 +107,12 @@ class TouchOnUnpickle:
 
     def __reduce__(self):
         return (Path.touch, (Path(self.path),))
+
+
+def names_a_model_type(path) -> bool:
+    """Whether PATH writes a model type transformers' AutoConfig (up to 5.1) would take for a
+    config without model_type: tests of that guess skip on a machine whose temp dir does."""
+    from eagle3_nb.engines.config_rules import guessed_type
+    from eagle3_nb.engines.sglang.profiles import PATH_GUESSED_MODEL_TYPE
+
+    return guessed_type(str(path), PATH_GUESSED_MODEL_TYPE[0].path_words) is not None

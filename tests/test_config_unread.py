@@ -238,10 +238,9 @@ def test_a_config_without_model_type_is_read_by_the_words_of_its_path(tmp_path, 
     """transformers <= 5.1 (SGLang 0.5.9 pins 4.57.1) guesses the config class from the longest
     model type written in the draft's path (AutoConfig.from_pretrained), else raises; 5.2+
     (SGLang 0.5.11 on) always raises. The real 0.5.9 loader gave these three outcomes."""
-    from eagle3_nb.engines.config_rules import guessed_type
-    from eagle3_nb.engines.sglang.profiles import PATH_GUESSED_MODEL_TYPE
+    from conftest import names_a_model_type
 
-    if guessed_type(str(tmp_path), PATH_GUESSED_MODEL_TYPE[0].path_words):
+    if names_a_model_type(tmp_path):
         pytest.skip(f"this machine's temporary directory {tmp_path} names a model type itself")
     draft = _draft(tmp_path / "x", "good")
     config = json.loads((draft / "config.json").read_text())
