@@ -229,6 +229,11 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--target-layers", type=int, default=None)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--prompt-queries", type=int, default=None,
+                        help="queries per prompt in one draft pass of the greedy fast path "
+                             "(greedy/drafts.py PROMPT_QUERIES, default 64). At a tree's topk "
+                             "(4): one position per prompt per pass, the pass count a walk "
+                             "drafting only where it verifies would need 2-3x fewer of")
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds; each case shows its fastest (default 1)")
     parser.add_argument("--quick", action="store_true", help="2 prompts, 16 tokens")
@@ -238,6 +243,9 @@ def main() -> None:
         args.prompts, args.max_new_tokens = 2, 16
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.prompt_queries:
+        import eagle3_nb.greedy.drafts as drafts
+        drafts.PROMPT_QUERIES = args.prompt_queries
     devices = [("cpu", torch.float32)]
     if torch.cuda.is_available():
         devices.append(("cuda", torch.bfloat16))
