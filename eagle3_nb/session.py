@@ -86,15 +86,17 @@ def engines_with(engines: list[str] | None, *wirings: str | None) -> list[str] |
 
 
 def named_wirings(checkpoint: str | Path, target: str | Path | None = None,
-                  engines: list[str] | None = None) -> NamedWirings:
+                  engines: list[str] | None = None, served_path: str = "") -> NamedWirings:
+    """SERVED_PATH: the draft path the serving command names, when one was given (an
+    engine's guesses from a path see that one, not the checkpoint's here)."""
     ckpt = open_once(checkpoint)
     cfg = ckpt.config
     info = load_target_info(target) if target else None
     profiles = resolve_engines(engines)
     shapes = {n: t.shape for n, t in ckpt.tensors.items()}
-    planned = ckpt.derived.setdefault(("engine wirings", repr(info)), {})
+    planned = ckpt.derived.setdefault(("engine wirings", repr(info), served_path), {})
     return NamedWirings(ckpt.path, ckpt, cfg, info, profiles,
-                        wiring_presets(cfg, shapes, info, profiles, planned))
+                        wiring_presets(cfg, shapes, info, profiles, planned, served_path))
 
 
 # Below this many parameters (draft and target together) a matmul is too short for more torch
@@ -159,8 +161,8 @@ class Session:
         return cls._current
 
     def wirings(self, checkpoint: str | Path, target: str | Path | None = None,
-                engines: list[str] | None = None) -> NamedWirings:
-        return named_wirings(checkpoint, target, engines)
+                engines: list[str] | None = None, served_path: str = "") -> NamedWirings:
+        return named_wirings(checkpoint, target, engines, served_path)
 
     def target(self, target: str | Path) -> TargetModel:
         """The target model, loaded once while its directory is unchanged; another target
@@ -185,10 +187,10 @@ class Session:
         return self.threads
 
     def load_for_run(self, checkpoint: str | Path, target: str | Path,
-                     engines: list[str] | None = None):
+                     engines: list[str] | None = None, served_path: str = ""):
         """Draft, target and every named wiring for one run, torch's threads set for their
-        size (the target's `threads` says how)."""
-        named = self.wirings(checkpoint, target, engines)
+        size (the target's `threads` says how); served_path as named_wirings'."""
+        named = self.wirings(checkpoint, target, engines, served_path)
         tgt = self.target(target)
         draft = self.draft(named, target)
         tgt.threads = self.use_threads(tgt.model, draft)

@@ -24,8 +24,11 @@ def trained_wiring(cfg: DraftConfig, target: TargetInfo | None) -> Wiring:
                   norm_output=bool(cfg.flag("norm_output").value), note=why)
 
 
-def engine_wiring(profile, cfg: DraftConfig, shapes: dict, target: TargetInfo | None) -> Wiring:
-    plan = plan_load(profile, cfg, shapes, target)
+def engine_wiring(profile, cfg: DraftConfig, shapes: dict, target: TargetInfo | None,
+                  served_path: str = "") -> Wiring:
+    """The draft as PROFILE's release serves it; SERVED_PATH: the draft path its serving
+    command names, when given (plan_load's draft_path)."""
+    plan = plan_load(profile, cfg, shapes, target, draft_path=served_path)
     unloaded = [u.split("[")[0] for u in plan.unloaded]
     reset = tuple(n for u in plan.unloaded if u.split("[")[0] != profile.d2t_param
                   for n in kit_param_names(u))
@@ -60,17 +63,18 @@ def kit_param_names(engine_label: str) -> list[str]:
 
 
 def wiring_presets(cfg: DraftConfig, shapes: dict, target: TargetInfo | None,
-                   profiles=PROFILES, planned: dict[str, Wiring] | None = None
-                   ) -> dict[str, Wiring]:
+                   profiles=PROFILES, planned: dict[str, Wiring] | None = None,
+                   served_path: str = "") -> dict[str, Wiring]:
     """Every named wiring for this draft: trained, each engine, and the classic failures.
-    PLANNED: engine wirings already planned for this draft and target, by profile key (filled
-    here: each engine range is planned once however many checks ask)."""
+    PLANNED: engine wirings already planned for this draft, target and SERVED_PATH (the draft
+    path a serving command names), by profile key (filled here: each engine range is planned
+    once however many checks ask)."""
     trained = trained_wiring(cfg, target)
     presets = {"trained": trained}
     planned = {} if planned is None else planned
     for p in profiles:
         if p.key not in planned:
-            planned[p.key] = engine_wiring(p, cfg, shapes, target)
+            planned[p.key] = engine_wiring(p, cfg, shapes, target, served_path)
         presets[p.key] = planned[p.key]
     presets["single_layer"] = replace(trained, name="single_layer", hidden_source="final_norm",
                                       fc_rule="engine", note=CHECKS["single_layer"])

@@ -260,3 +260,34 @@ def test_a_config_without_model_type_is_read_by_the_words_of_its_path(tmp_path, 
         assert bool(guessed) == (sglang_0_5_9 == "guessed"), lenient
         if guessed:
             assert "'sam'" in guessed[0]
+
+
+@pytest.mark.parametrize("kit_folder, served, guessed", [
+    ("plain", "/models/llama-eagle3", True),      # the kit's path names no type; the engine's does
+    ("llama-eagle3", "/models/plain", False),     # and the other way round
+])
+def test_the_path_guess_reads_the_path_the_serving_command_names(tmp_path, capsys, kit_folder,
+                                                                  served, guessed):
+    """The engine's AutoConfig sees the draft path its serving command names, not the one the
+    kit was given (a copy on another machine, say): --launch's path decides."""
+    from conftest import names_a_model_type
+
+    if names_a_model_type(tmp_path):
+        pytest.skip(f"this machine's temporary directory {tmp_path} names a model type itself")
+    draft = _draft(tmp_path / "x", "good", model_type=GONE).rename(tmp_path / kit_folder)
+    launch = ("python -m sglang.launch_server --model-path /models/target "
+              f"--speculative-algorithm EAGLE3 --speculative-draft-model-path {served}")
+    code = main(["inspect", str(draft), "--no-stats", "--json", "--target-config",
+                 str(TARGET_CONFIG), "--engine", "sglang==0.5.9", "--launch", launch])
+    out, err = capsys.readouterr()
+    assert code in (0, 1) and "Traceback" not in err
+    unguessed = [f for f in json.loads(out)["findings"]
+                 if f["code"] == "LOAD_ERROR" and f["evidence"].get("config_field") == "model_type"]
+    assert bool(unguessed) != guessed
+    if unguessed:
+        assert unguessed[0]["evidence"]["path_checked"] == served
+    # the what-if's row for that release agrees: it runs where the release starts
+    from eagle3_nb.session import named_wirings
+
+    served_as = named_wirings(draft, TARGET_CONFIG, ["sglang==0.5.9"], served).presets
+    assert bool(served_as["sglang==0.5.9"].engine_error) != guessed

@@ -118,7 +118,8 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
 
 def _simulate_wirings(check, target, prompts, compare, options: AcceptanceOptions, engines):
     draft, tgt, presets = Session.current(options.device).load_for_run(
-        check.checkpoint, target, engines_with(engines, check.wiring, compare))
+        check.checkpoint, target, engines_with(engines, check.wiring, compare),
+        _served_path(options))
     for name in (check.wiring, compare):
         if name and name not in presets:
             raise Eagle3NbError(f"unknown wiring {name!r}", "wiring", f"one of: {', '.join(presets)}")
@@ -139,6 +140,12 @@ def _simulate_wirings(check, target, prompts, compare, options: AcceptanceOption
     rule_out(rows, *_d2t_evidence(check.checkpoint))
     check.rows = rank(rows, check.observed) if options.what_if else []
     check.decode = _decoder(tgt)
+
+
+def _served_path(options: AcceptanceOptions) -> str:
+    """The draft path the serving command names ("" without one): what the engines' guesses
+    from a path see (engines/plan_startup.py)."""
+    return getattr(launch_settings(options.launch), "draft", None) or ""
 
 
 def _most_different(rows, wiring: str) -> str | None:
@@ -280,7 +287,7 @@ def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path,
     engines, evidence, release = evidence_engines(options.engines,
                                                   launch_settings(options.launch), obs)
     draft, tgt, presets = Session.current(options.device).load_for_run(
-        checkpoint, target, engines_with(engines, *(wirings or [])))
+        checkpoint, target, engines_with(engines, *(wirings or [])), _served_path(options))
     unknown = [w for w in wirings or [] if w not in presets]
     if unknown:
         raise Eagle3NbError(f"unknown wiring(s) {unknown}", "wirings", f"one of: {', '.join(presets)}")

@@ -189,8 +189,11 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     if reading is not None and not engines and reading.profile:
         engines, release_from = [reading.profile], "from the log"
     profiles = resolve_engines(engines)
+    settings = _launch_settings(launch, reading)
+    served = getattr(settings, "draft", None) or ""
     shapes = {name: t.shape for name, t in ckpt.tensors.items()}
-    plans = [plan_load(p, cfg, shapes, target, key_map=ckpt.key_map) for p in profiles]
+    plans = [plan_load(p, cfg, shapes, target, key_map=ckpt.key_map, draft_path=served)
+             for p in profiles]
     if not why:
         _settle_convert_advice(ckpt, plans, target)
     schema = schema_diff(cfg, shapes, ckpt.key_map)
@@ -209,7 +212,6 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
         findings += vocab.findings()
     else:
         findings += _vocab_presence_findings(ckpt, cfg)
-    settings = _launch_settings(launch, reading)
     if settings is not None:
         from eagle3_nb.engines.launch import launch_findings
 
@@ -217,7 +219,7 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
         _settle_launch_conditions(plans, settings)
     if reading is not None:
         findings += reading.findings
-    findings += path_findings(getattr(settings, "draft", None) or str(ckpt.path), plans)
+    findings += path_findings(served or str(ckpt.path), plans)
     findings = _settle_d2t_advice(ckpt, findings)
     weights_at = _target_weights_dir(target_config)
     if stats and weights_at is not None:

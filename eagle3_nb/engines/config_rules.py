@@ -117,8 +117,8 @@ STRICT_CONFIG_ALL = AUTOCONFIG + STRICT_CONFIG + LLAMA_DRAFT_LAYER
 _UNRECOGNIZED = ("ValueError: Unrecognized model in DRAFT. Should have a `model_type` key in its "
                  "config.json, or contain one of the following strings in its name (AutoConfig "
                  "guesses the config class from the words of the path it is given, checked here "
-                 "on the path the kit was given: the engine sees the one its draft-model-path "
-                 "names; add \"model_type\": \"llama\")")
+                 "on the serving command's draft path when --launch or the log names one, else "
+                 "on the path the kit was given; add \"model_type\": \"llama\")")
 
 
 def path_guessed_model_type(model_types: list[str], cite: str) -> tuple[ConfigRule, ...]:

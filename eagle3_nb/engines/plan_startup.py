@@ -89,13 +89,16 @@ class StartupChecks(PlanState):
                 continue
             seen.add(rule.path)
             error = rule.error.format(value=value_text(raw, rule.path))
+            path = {"path_checked": self._draft_path()} if how == "unguessed" else {}
             self.add("LOAD_ERROR", ERROR, f"{shown(rule, raw, how)}: {error}; fix it in "
-                     "config.json (a copy of it)", config_field=rule.path, cite=rule.cite)
+                     "config.json (a copy of it)", config_field=rule.path, cite=rule.cite,
+                     **path)
 
     def _draft_path(self) -> str:
-        """The draft directory as the kit was given it: what an engine's guesses from the path
-        see when it is given the same path."""
-        return self.cfg.where.removesuffix("config.json").rstrip("/")
+        """The draft's path as the engine is given it, which its guesses from the path see:
+        the serving command's (--launch, or the log's server arguments) when one names it,
+        else the directory the kit was given."""
+        return self.served_path or self.cfg.where.removesuffix("config.json").rstrip("/")
 
     def _report_guessed_type(self, rule) -> None:
         """model_type absent, and a model type other than llama written in the draft's path:
