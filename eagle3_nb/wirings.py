@@ -27,8 +27,8 @@ def trained_wiring(cfg: DraftConfig, target: TargetInfo | None) -> Wiring:
 def engine_wiring(profile, cfg: DraftConfig, shapes: dict, target: TargetInfo | None,
                   served_path: str = "") -> Wiring:
     """The draft as PROFILE's release serves it; SERVED_PATH: the draft path its serving
-    command names, when given (plan_load's draft_path)."""
-    plan = plan_load(profile, cfg, shapes, target, draft_path=served_path)
+    command names, when given (plan_load's)."""
+    plan = plan_load(profile, cfg, shapes, target, served_path=served_path)
     unloaded = [u.split("[")[0] for u in plan.unloaded]
     reset = tuple(n for u in plan.unloaded if u.split("[")[0] != profile.d2t_param
                   for n in kit_param_names(u))

@@ -192,7 +192,7 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     settings = _launch_settings(launch, reading)
     served = getattr(settings, "draft", None) or ""
     shapes = {name: t.shape for name, t in ckpt.tensors.items()}
-    plans = [plan_load(p, cfg, shapes, target, key_map=ckpt.key_map, draft_path=served)
+    plans = [plan_load(p, cfg, shapes, target, key_map=ckpt.key_map, served_path=served)
              for p in profiles]
     if not why:
         _settle_convert_advice(ckpt, plans, target)

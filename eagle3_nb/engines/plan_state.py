@@ -14,11 +14,11 @@ from eagle3_nb.layouts import KeyMap
 class PlanState:
     """Working state of one plan; the steps' methods read like the engine's own startup sequence."""
 
-    def __init__(self, profile, cfg, shapes, target, key_map: KeyMap, draft_path: str = ""):
+    def __init__(self, profile, cfg, shapes, target, key_map: KeyMap, served_path: str = ""):
         self.p: EngineProfile = profile
         self.cfg: DraftConfig = cfg
         # the draft's path as the engine is given it (the serving command's), when known
-        self.served_path = draft_path
+        self.served_path = served_path
         self.shapes = shapes
         self.key_map = key_map    # the shapes' names, each split once
         self.target: TargetInfo | None = target

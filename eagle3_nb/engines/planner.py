@@ -38,16 +38,16 @@ class _Ctx(StartupChecks, WeightFates, AuxCapture):
 
 def plan_load(profile: EngineProfile, cfg: DraftConfig, shapes: dict[str, tuple[int, ...]],
               target: TargetInfo | None = None, *, key_map: KeyMap | None = None,
-              draft_path: str = "") -> LoadPlan:
+              served_path: str = "") -> LoadPlan:
     """KEY_MAP: the map of the shapes' names (a Checkpoint's key_map); built here when not
-    given. DRAFT_PATH: the draft's path as the serving command names it, when one does (what
+    given. SERVED_PATH: the draft's path as the serving command names it, when one does (what
     the engine's guesses from a path see); else the path the config was read from."""
     if key_map is None:
         key_map = KeyMap.of(shapes)
     elif not key_map.covers(shapes):
         raise ValueError("plan_load: the key map is not the map of these shapes' names")
     profile = draft_class_profile(profile, cfg)
-    ctx = _Ctx(profile, cfg, shapes, target, key_map, draft_path)
+    ctx = _Ctx(profile, cfg, shapes, target, key_map, served_path)
     ctx.report_unverified()
     ctx.check_startup()
     ctx.flags = {name: _effective_flag(profile, cfg, name) for name in NORM_FLAGS}
