@@ -8,11 +8,13 @@ draft's config), one per engine profile (from its load plan), and the classic fa
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from eagle3_nb.config import DraftConfig, TargetInfo
 from eagle3_nb.engines import PROFILES
 from eagle3_nb.engines.facts import CHECKS
 from eagle3_nb.engines.planner import plan_load, trained_aux_indices
+from eagle3_nb.engines.registry import engine as registered
 from eagle3_nb.model import Wiring
 
 
@@ -32,7 +34,9 @@ def engine_wiring(profile, cfg: DraftConfig, shapes: dict, target: TargetInfo | 
     unloaded = [u.split("[")[0] for u in plan.unloaded]
     reset = tuple(n for u in plan.unloaded if u.split("[")[0] != profile.d2t_param
                   for n in kit_param_names(u))
-    error = next((f.message for f in plan.findings if f.code == "LOAD_ERROR"), "")
+    here = Path(cfg.where).parent
+    error = next((f.message for f in plan.findings if f.code == "LOAD_ERROR"), "") or \
+        registered(profile.name).path_misread(served_path or str(here), profile.version, here)
     return Wiring(profile.key, tuple(plan.aux.captured) if plan.aux.captured is not None else None,
                   "concat" if plan.aux.use_aux else "final_norm",
                   "engine" if profile.fc_skip_when_width_is_hidden else "always",

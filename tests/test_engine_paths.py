@@ -39,6 +39,35 @@ def test_a_folder_naming_eagle_and_mistral_is_a_load_error_from_sglang_0_5_11(tm
     assert verdicts["vllm==0.34.0"] == "ok"
 
 
+def test_the_what_if_runs_no_release_that_misreads_the_path(tmp_path):
+    """The what-if's row for a release that fails at startup on the path is refused, as the
+    inspection's verdict says, not simulated."""
+    from eagle3_nb.session import named_wirings
+
+    presets = named_wirings(copy_as(tmp_path, "My-Eagle3-Mistral-draft"), None, RELEASES).presets
+    refused = {key for key in RELEASES if presets[key].engine_error}
+    assert refused == {"sglang==0.5.11", "sglang==0.5.12.post1", "sglang==0.5.23"}
+    assert "Mistral's native format" in presets["sglang==0.5.23"].engine_error
+
+
+@pytest.mark.parametrize("folder, served, native, misread_on_0_5_23", [
+    ("plain-draft", "/srv/eagle3-mistral", False, True),   # the served path's words decide
+    ("eagle3-mistral", "/srv/plain-draft", False, False),
+    ("plain-draft", "/srv/eagle3-mistral", True, False),   # params.json here: the draft's own
+])
+def test_the_served_path_is_read_and_the_files_here(tmp_path, folder, served, native,
+                                                     misread_on_0_5_23):
+    draft = copy_as(tmp_path, folder)
+    if native:
+        (draft / "params.json").write_text("{}")
+    launch = ("python -m sglang.launch_server --model-path /srv/target "
+              f"--speculative-algorithm EAGLE3 --speculative-draft-model-path {served}")
+    found = misread(inspect_checkpoint(draft, ["sglang==0.5.23"], stats=False, launch=launch))
+    assert bool(found) == misread_on_0_5_23
+    if found:
+        assert served in found["sglang==0.5.23"]
+
+
 def test_an_ordinary_name_or_a_native_format_draft_is_left_alone(tmp_path):
     assert not misread(inspect_checkpoint(copy_as(tmp_path, "llama-eagle3-draft"), RELEASES,
                                           stats=False))

@@ -219,7 +219,7 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
         _settle_launch_conditions(plans, settings)
     if reading is not None:
         findings += reading.findings
-    findings += path_findings(served or str(ckpt.path), plans)
+    findings += path_findings(served or str(ckpt.path), ckpt.path, plans)
     findings = _settle_d2t_advice(ckpt, findings)
     weights_at = _target_weights_dir(target_config)
     if stats and weights_at is not None:
@@ -230,17 +230,16 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
                       not_a_draft=not_a_draft_finding(why) if why else None)
 
 
-def path_findings(path: str, plans) -> list[Finding]:
-    """Engines that misread the draft's path by its words (Engine.path_rule), per release."""
+def path_findings(path: str, files_at: Path, plans) -> list[Finding]:
+    """Engines that misread the draft's path by its words (Engine.path_misread), per release:
+    PATH as served, FILES_AT the draft's folder here."""
     out = []
     for plan in plans:
-        rule = registered(plan.profile.name).path_rule
-        what, way_out = rule(path, plan.profile.version) if rule else ("", "")
-        if what:
-            out.append(Finding("ENGINE_MISREADS_PATH", ERROR,
-                               f"{registered(plan.profile.name).title} {plan.profile.version} "
-                               f"{what} (path: {path}); {way_out}",
-                               {"path": path}, plan.profile.key))
+        message = registered(plan.profile.name).path_misread(path, plan.profile.version,
+                                                             files_at)
+        if message:
+            out.append(Finding("ENGINE_MISREADS_PATH", ERROR, message, {"path": path},
+                               plan.profile.key))
     return out
 
 

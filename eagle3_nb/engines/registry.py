@@ -175,9 +175,10 @@ class Engine:
     sample_releases: tuple[str, ...] = ()
     # what the engine calls the kit's figures (ObservedMetrics fields), for labels
     figure_names: dict[str, str] = field(default_factory=dict)
-    # (draft path, release) -> (what the engine does with a path of that name, the way out), or
-    # ("", ""): a rule on the path's words, applied before the engine reads config.json
-    path_rule: Callable[[str, str], tuple[str, str]] | None = None
+    # (draft path as served, release, the draft's folder here) -> (what the engine does with a
+    # path of that name, the way out), or ("", ""): a rule on the path's words, applied before
+    # the engine reads config.json (path_misread)
+    path_rule: Callable[[str, str, Path], tuple[str, str]] | None = None
 
     def __post_init__(self):
         if not self.package:
@@ -197,6 +198,14 @@ class Engine:
     @property
     def newest(self) -> str:
         return self.releases[-1][0]
+
+    def path_misread(self, path: str, version: str, files_at: Path) -> str:
+        """What release VERSION does with a draft served from PATH (its files: those at
+        FILES_AT here) when it misreads the path's words, and the way out; "" when it does not."""
+        if not self.has("path_rule"):
+            return ""
+        what, way_out = self.path_rule(path, version, files_at)
+        return f"{self.title} {version} {what} (path: {path}); {way_out}" if what else ""
 
     def data(self, name: str) -> Path:
         return self.folder / "data" / name

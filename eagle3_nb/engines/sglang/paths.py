@@ -20,12 +20,13 @@ FIRST = "0.5.11"
 PARSER_FLAG_FROM = "0.5.12.post1"
 
 
-def misread_path(path: str, version: str) -> tuple[str, str]:
-    """(what SGLang VERSION does with the draft at PATH, the way out), or ("", "")."""
+def misread_path(path: str, version: str, files_at: Path) -> tuple[str, str]:
+    """(what SGLang VERSION does with the draft served from PATH, whose files are those at
+    FILES_AT here, the way out), or ("", "")."""
     lower = str(path).lower()
     if release_key(version) < release_key(FIRST) or not ("eagle" in lower and "mistral" in lower):
         return "", ""
-    if (Path(path) / "params.json").is_file():  # a native-format draft: the rule is meant for it
+    if (files_at / "params.json").is_file():  # a native-format draft: the rule is meant for it
         return "", ""
     flag = (" or pass --model-config-parser hf" if release_key(version) >=
             release_key(PARSER_FLAG_FROM) else "")
