@@ -30,7 +30,7 @@ from eagle3_nb.io.checkpoint import (Checkpoint, directory_state, iter_jsonl, lo
                                      open_once)
 from eagle3_nb.model import Wiring, load_draft
 from eagle3_nb.target import TargetModel, TargetOutput, read_dump
-from eagle3_nb.wirings import wiring_presets
+from eagle3_nb.wirings import Served, wiring_presets
 
 
 def pick_device(device: str | None = None) -> tuple[torch.device, torch.dtype]:
@@ -86,17 +86,17 @@ def engines_with(engines: list[str] | None, *wirings: str | None) -> list[str] |
 
 
 def named_wirings(checkpoint: str | Path, target: str | Path | None = None,
-                  engines: list[str] | None = None, served_path: str = "") -> NamedWirings:
-    """SERVED_PATH: the draft path the serving command names, when one was given (an
-    engine's guesses from a path see that one, not the checkpoint's here)."""
+                  engines: list[str] | None = None, served: Served = Served()) -> NamedWirings:
+    """SERVED: what the serving command says about the draft, when one was given (the path
+    an engine's guesses see, the aux ids an engine takes from its launch config)."""
     ckpt = open_once(checkpoint)
     cfg = ckpt.config
     info = load_target_info(target) if target else None
     profiles = resolve_engines(engines)
     shapes = {n: t.shape for n, t in ckpt.tensors.items()}
-    planned = ckpt.derived.setdefault(("engine wirings", repr(info), served_path), {})
+    planned = ckpt.derived.setdefault(("engine wirings", repr(info), served), {})
     return NamedWirings(ckpt.path, ckpt, cfg, info, profiles,
-                        wiring_presets(cfg, shapes, info, profiles, planned, served_path))
+                        wiring_presets(cfg, shapes, info, profiles, planned, served))
 
 
 # Below this many parameters (draft and target together) a matmul is too short for more torch
@@ -161,8 +161,8 @@ class Session:
         return cls._current
 
     def wirings(self, checkpoint: str | Path, target: str | Path | None = None,
-                engines: list[str] | None = None, served_path: str = "") -> NamedWirings:
-        return named_wirings(checkpoint, target, engines, served_path)
+                engines: list[str] | None = None, served: Served = Served()) -> NamedWirings:
+        return named_wirings(checkpoint, target, engines, served)
 
     def target(self, target: str | Path) -> TargetModel:
         """The target model, loaded once while its directory is unchanged; another target
@@ -187,10 +187,10 @@ class Session:
         return self.threads
 
     def load_for_run(self, checkpoint: str | Path, target: str | Path,
-                     engines: list[str] | None = None, served_path: str = ""):
+                     engines: list[str] | None = None, served: Served = Served()):
         """Draft, target and every named wiring for one run, torch's threads set for their
-        size (the target's `threads` says how); served_path as named_wirings'."""
-        named = self.wirings(checkpoint, target, engines, served_path)
+        size (the target's `threads` says how); SERVED as named_wirings'."""
+        named = self.wirings(checkpoint, target, engines, served)
         tgt = self.target(target)
         draft = self.draft(named, target)
         tgt.threads = self.use_threads(tgt.model, draft)
@@ -198,14 +198,15 @@ class Session:
 
     def load_dumps(self, checkpoint: str | Path, hidden_states: str | Path,
                    engines: list[str] | None, n_samples: int | None,
-                   target: str | Path | None = None, dump_layer_ids=None) -> "DumpRun":
+                   target: str | Path | None = None, dump_layer_ids=None,
+                   served: Served = Served()) -> "DumpRun":
         """The draft and its hidden-state dumps, ready to evaluate. `target` (optional) is a
         local target directory: its config gives the layer count (so default aux ids resolve)
         and its embed_tokens stand in for a draft without its own, as the engines share them.
         dump_layer_ids: the layers the dump captured, in file order (speculators: its last, loss
         layer included), as a list or "2,4,5,8"; unknown, the dump is taken to hold the trained
-        layers."""
-        named = self.wirings(checkpoint, target, engines)
+        layers. SERVED as named_wirings'."""
+        named = self.wirings(checkpoint, target, engines, served)
         draft = self.draft(named, target)
         self.use_threads(draft)
         ids = parse_layer_ids(dump_layer_ids)

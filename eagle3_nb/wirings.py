@@ -7,7 +7,7 @@ draft's config), one per engine profile (from its load plan), and the classic fa
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from eagle3_nb.config import DraftConfig, TargetInfo
@@ -26,26 +26,60 @@ def trained_wiring(cfg: DraftConfig, target: TargetInfo | None) -> Wiring:
                   norm_output=bool(cfg.flag("norm_output").value), note=why)
 
 
+@dataclass(frozen=True)
+class Served:
+    """What the serving command says about the draft (engines.launch.LaunchSettings): the
+    path it names, and the aux layer ids it gives ENGINE (one that takes them from its launch
+    config, never from the draft: LaunchSettings.aux_ids, in that engine's numbering)."""
+    path: str = ""
+    engine: str = ""
+    aux_ids: tuple[int, ...] | None = None
+
+    @classmethod
+    def of(cls, settings) -> "Served":
+        if settings is None:
+            return cls()
+        ids = settings.aux_ids
+        return cls(settings.draft or "", settings.engine, None if ids is None else tuple(ids))
+
+
 def engine_wiring(profile, cfg: DraftConfig, shapes: dict, target: TargetInfo | None,
-                  served_path: str = "") -> Wiring:
-    """The draft as PROFILE's release serves it; SERVED_PATH: the draft path its serving
-    command names, when given (plan_load's)."""
-    plan = plan_load(profile, cfg, shapes, target, served_path=served_path)
+                  served: Served = Served()) -> Wiring:
+    """The draft as PROFILE's release serves it, from SERVED's path and ids where the serving
+    command gives them."""
+    plan = plan_load(profile, cfg, shapes, target, served_path=served.path)
     unloaded = [u.split("[")[0] for u in plan.unloaded]
     reset = tuple(n for u in plan.unloaded if u.split("[")[0] != profile.d2t_param
                   for n in kit_param_names(u))
     here = Path(cfg.where).parent
     error = next((f.message for f in plan.findings if f.code == "LOAD_ERROR"), "") or \
-        registered(profile.name).path_misread(served_path or str(here), profile.version, here)
-    return Wiring(profile.key, tuple(plan.aux.captured) if plan.aux.captured is not None else None,
+        registered(profile.name).path_misread(served.path or str(here), profile.version, here)
+    captured = _launch_capture(profile, served, target)
+    if captured is None and plan.aux.captured is not None:
+        captured = tuple(plan.aux.captured)
+    return Wiring(profile.key, captured,
                   "concat" if plan.aux.use_aux else "final_norm",
                   "engine" if profile.fc_skip_when_width_is_hidden else "always",
                   "none" if profile.d2t_param in unloaded else profile.d2t_reading,
                   plan.flags["norm_before_residual"], plan.flags["norm_output"],
                   profile.extra_layer_attn_norm, reset, error,
                   note=f"as {profile.key} serves it ({plan.verdict}"
-                       + (f"; {len(reset)} parameter(s) left at init" if reset else "") + ")",
+                       + (f"; {len(reset)} parameter(s) left at init" if reset else "")
+                       + ("; aux layers from the launch config"
+                          if _launch_capture(profile, served, target) else "") + ")",
                   engine=profile.key)
+
+
+def _launch_capture(profile, served: Served, target: TargetInfo | None) -> tuple[int, ...] | None:
+    """The hidden_states indices the serving command makes PROFILE's engine capture, or None
+    when it names none for that engine (the plan's then). An id of -1 is the final post-norm
+    state, hidden_states[L]: without the target's L those ids cannot be placed (None)."""
+    if served.aux_ids is None or served.engine != profile.name:
+        return None
+    if -1 in served.aux_ids and target is None:
+        return None
+    last = target.num_hidden_layers if target else 0
+    return tuple(last if i == -1 else i - profile.aux_ids_launch_offset for i in served.aux_ids)
 
 
 _FUSED_SHARDS = {"qkv_proj": {"q": "q_proj", "k": "k_proj", "v": "v_proj"},
@@ -68,17 +102,17 @@ def kit_param_names(engine_label: str) -> list[str]:
 
 def wiring_presets(cfg: DraftConfig, shapes: dict, target: TargetInfo | None,
                    profiles=PROFILES, planned: dict[str, Wiring] | None = None,
-                   served_path: str = "") -> dict[str, Wiring]:
+                   served: Served = Served()) -> dict[str, Wiring]:
     """Every named wiring for this draft: trained, each engine, and the classic failures.
-    PLANNED: engine wirings already planned for this draft, target and SERVED_PATH (the draft
-    path a serving command names), by profile key (filled here: each engine range is planned
-    once however many checks ask)."""
+    PLANNED: engine wirings already planned for this draft, target and SERVED (what the serving
+    command says), by profile key (filled here: each engine range is planned once however many
+    checks ask)."""
     trained = trained_wiring(cfg, target)
     presets = {"trained": trained}
     planned = {} if planned is None else planned
     for p in profiles:
         if p.key not in planned:
-            planned[p.key] = engine_wiring(p, cfg, shapes, target, served_path)
+            planned[p.key] = engine_wiring(p, cfg, shapes, target, served)
         presets[p.key] = planned[p.key]
     presets["single_layer"] = replace(trained, name="single_layer", hidden_source="final_norm",
                                       fc_rule="engine", note=CHECKS["single_layer"])

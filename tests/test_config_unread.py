@@ -289,5 +289,7 @@ def test_the_path_guess_reads_the_path_the_serving_command_names(tmp_path, capsy
     # the what-if's row for that release agrees: it runs where the release starts
     from eagle3_nb.session import named_wirings
 
-    served_as = named_wirings(draft, TARGET_CONFIG, ["sglang==0.5.9"], served).presets
+    from eagle3_nb.wirings import Served
+
+    served_as = named_wirings(draft, TARGET_CONFIG, ["sglang==0.5.9"], Served(served)).presets
     assert bool(served_as["sglang==0.5.9"].engine_error) != guessed

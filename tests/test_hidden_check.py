@@ -157,6 +157,23 @@ def test_engines_capturing_other_layers_are_reported_with_their_cosine():
     assert [(p["trained"], p["served"]) for p in sglang["evidence"]["layer_cosines"]] == [(7, 5)]
 
 
+@pytest.mark.parametrize("ids, differ", [([1, 3, 4], False), ([2, 4, 5], True)])
+def test_layers_a_launch_config_captures_are_the_ones_compared(tmp_path, ids, differ):
+    """TensorRT-LLM captures the ids its YAML gives (never the draft's): its row compares the
+    states they name, hidden_states[i + 1], so the trained ids written in its numbering match
+    and the draft's own ids copied are one layer too deep."""
+    yaml = tmp_path / "serve.yaml"
+    yaml.write_text(f"speculative_config:\n  decoding_type: Eagle3\n  max_draft_len: 4\n"
+                    f"  speculative_model: {DRAFTS / 'good'}\n"
+                    f"  eagle3_layers_to_capture: {ids}\n")
+    engine = "trtllm==1.4.0rc1"
+    data = check_hidden_states(DRAFTS / "good", TARGET, PROMPTS, HiddenStateOptions(
+        engines=[engine], n_samples=4, device="cpu", wirings=("trained",),
+        launch=str(yaml))).to_json()
+    assert tuple(by_name(data)[engine]["wiring"]["layer_ids"]) == tuple(i + 1 for i in ids)
+    assert (("HIDDEN_LAYERS_DIFFER", engine) in _codes(data)) == differ
+
+
 # ----------------------------------------------------------------------------- drift, by hand
 
 def _rot(x):

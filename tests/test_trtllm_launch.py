@@ -192,3 +192,24 @@ def test_the_decoding_type_is_the_exact_name_the_release_dispatches_on(tmp_path)
     assert refused("EAGLE3", ENGINE) and refused("eagle3", "trtllm==1.3.0rc0")
     assert not refused("Eagle", "trtllm==1.1.0") and not refused("Eagle", ENGINE)
     assert "write decoding_type: Eagle3" in refused("EAGLE3", ENGINE)[0]["message"]
+
+
+@pytest.mark.parametrize("ids, captured", [
+    (None, (2, 4, 5)),           # no ids in the YAML: the engine's defaults (1, L//2-1, L-4) + 1
+    ([1, 3, 4], (2, 4, 5)),      # the trained states, written in TensorRT-LLM's numbering
+    ([2, 4, 5], (3, 5, 6)),      # the draft's own ids copied: one layer too deep
+    ([1, 3, -1], (2, 4, 8)),     # -1: the final post-norm state, hidden_states[L]
+])
+def test_the_what_if_serves_the_layers_the_yaml_captures(tmp_path, ids, captured):
+    """TensorRT-LLM takes its capture ids from the launch config, never from the draft: the
+    what-if's TensorRT-LLM row simulates the states the YAML makes it capture, the ones the
+    inspection's verdict judges, not the engine's defaults."""
+    from eagle3_nb.checks.drafting import launch_settings
+    from eagle3_nb.session import named_wirings
+    from eagle3_nb.wirings import Served
+
+    extra = f"  eagle3_layers_to_capture: {ids}\n" if ids is not None else ""
+    served = Served.of(launch_settings(str(yaml_file(tmp_path, spec(extra=extra)))))
+    presets = named_wirings(GOOD, TARGET_CONFIG, [ENGINE], served).presets
+    assert presets[ENGINE].layer_ids == captured
+    assert ("from the launch config" in presets[ENGINE].note) == (ids is not None)

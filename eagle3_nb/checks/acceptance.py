@@ -30,6 +30,7 @@ from eagle3_nb.model import as_engine_leaves
 from eagle3_nb.session import NotInDump, Session, engines_with, read_prompts
 from eagle3_nb.whatif import (at_floor, observed_accept_length, rank, rule_out, run_what_if,
                               what_if_json)
+from eagle3_nb.wirings import Served
 
 
 @dataclass
@@ -109,7 +110,7 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
         check.teacher_forced = score_on_dumps(
             checkpoint, options.hidden_states, drafting.num_steps,
             None if options.what_if else [options.wiring], options.n_samples, options.device,
-            target, engines)
+            target, engines, served=Served.of(launch_settings(options.launch)))
         return check
     _simulate_wirings(check, target, prompts, compare, options, engines)
     check.findings = acceptance_findings(check.rows, obs)
@@ -119,7 +120,7 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
 def _simulate_wirings(check, target, prompts, compare, options: AcceptanceOptions, engines):
     draft, tgt, presets = Session.current(options.device).load_for_run(
         check.checkpoint, target, engines_with(engines, check.wiring, compare),
-        _served_path(options))
+        Served.of(launch_settings(options.launch)))
     for name in (check.wiring, compare):
         if name and name not in presets:
             raise Eagle3NbError(f"unknown wiring {name!r}", "wiring", f"one of: {', '.join(presets)}")
@@ -140,12 +141,6 @@ def _simulate_wirings(check, target, prompts, compare, options: AcceptanceOption
     rule_out(rows, *_d2t_evidence(check.checkpoint))
     check.rows = rank(rows, check.observed) if options.what_if else []
     check.decode = _decoder(tgt)
-
-
-def _served_path(options: AcceptanceOptions) -> str:
-    """The draft path the serving command names ("" without one): what the engines' guesses
-    from a path see (engines/plan_startup.py)."""
-    return getattr(launch_settings(options.launch), "draft", None) or ""
 
 
 def _most_different(rows, wiring: str) -> str | None:
@@ -220,17 +215,18 @@ def _resets(wiring) -> str:
 def score_on_dumps(checkpoint: str | Path, hidden_states: str | Path, num_steps: int = 4,
                    wirings: list[str] | None = None, n_samples: int | None = None,
                    device: str | None = None, target: str | Path | None = None,
-                   engines: list[str] | None = None, dump_layer_ids=None) -> list[dict[str, Any]]:
+                   engines: list[str] | None = None, dump_layer_ids=None,
+                   served: Served = Served()) -> list[dict[str, Any]]:
     """Teacher-forced per-step accuracy (acceptance.score_dumps) under each named wiring, the
     engine's unloaded parameters reset as in a live run; default: trained, single_layer and
-    every engine. A wiring the engine refuses or the dump cannot feed is a row with `error` or
-    `unmeasured` instead of numbers."""
+    every engine (as SERVED says it is served). A wiring the engine refuses or the dump cannot
+    feed is a row with `error` or `unmeasured` instead of numbers."""
     preflight(checkpoint, target)
     num_steps = count_setting(num_steps, "num_steps", "num_steps (--num-steps)")
     refuse_unaffordable(num_steps, 1, None, "num_steps (--num-steps)", RunLimits())
     run = Session.current(device).load_dumps(checkpoint, hidden_states,
                                              engines_with(engines, *(wirings or [])), n_samples,
-                                             target, dump_layer_ids)
+                                             target, dump_layer_ids, served)
     names = wirings or ["trained", "single_layer", *(p.key for p in run.profiles)]
     unknown = [n for n in names if n not in run.presets]
     if unknown:
@@ -287,7 +283,8 @@ def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path,
     engines, evidence, release = evidence_engines(options.engines,
                                                   launch_settings(options.launch), obs)
     draft, tgt, presets = Session.current(options.device).load_for_run(
-        checkpoint, target, engines_with(engines, *(wirings or [])), _served_path(options))
+        checkpoint, target, engines_with(engines, *(wirings or [])),
+        Served.of(launch_settings(options.launch)))
     unknown = [w for w in wirings or [] if w not in presets]
     if unknown:
         raise Eagle3NbError(f"unknown wiring(s) {unknown}", "wirings", f"one of: {', '.join(presets)}")

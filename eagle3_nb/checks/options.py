@@ -88,11 +88,14 @@ class HiddenStateOptions:
     n_samples: int = DEFAULT_N_SAMPLES
     device: str | None = None                # None: cuda when present
     wirings: tuple[str, ...] = DEFAULT_WIRINGS
+    launch: Any = None     # the serving command, its file, or LaunchSettings: the draft path and
+    #                        aux ids the engines' wirings take from it (wirings.Served)
 
     @classmethod
     def from_parameters(cls, *, hidden_states: str = "", dump_layer_ids: str = "",
                         engine: str = "", n_samples: int = DEFAULT_N_SAMPLES,
-                        device: str = "") -> "HiddenStateOptions":
+                        device: str = "", launch: str = "") -> "HiddenStateOptions":
         """Notebook 03's parameters (engine: comma-separated, engines.parse_engines)."""
         return cls(hidden_states=_unset(hidden_states), dump_layer_ids=_unset(dump_layer_ids),
-                   engines=parse_engines(engine), n_samples=n_samples, device=_unset(device))
+                   engines=parse_engines(engine), n_samples=n_samples, device=_unset(device),
+                   launch=_unset(launch))
