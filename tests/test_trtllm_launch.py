@@ -66,6 +66,23 @@ def test_a_draft_whose_ids_are_copied_into_the_yaml_is_one_layer_too_deep(tmp_pa
     assert found["evidence"]["captured"] == [3, 5, 7]
 
 
+@pytest.mark.parametrize("ids, wrong", [([2, 4, 5], True), ([1, 3, 4], False)])
+def test_a_draft_declaring_no_ids_is_judged_by_the_targets_default(tmp_path, ids, wrong):
+    """The bundled good draft declares no ids: it was trained on the default [2, L//2, L-3],
+    which needs the target's L. With the target config at hand the YAML's ids are judged as
+    notebook 03 measures them."""
+    path = yaml_file(tmp_path, spec(extra=f"  eagle3_layers_to_capture: {ids}\n"))
+    data = inspect_checkpoint(GOOD, [ENGINE], TARGET_CONFIG, stats=False,
+                              launch=str(path)).to_json()
+    found = [f for f in data["findings"] if f["code"] == "AUX_LAYER_CONVENTION"]
+    assert bool(found) == wrong
+    if found:
+        assert found[0]["evidence"]["trained"] == [2, 4, 5]
+        assert found[0]["evidence"]["captured"] == [3, 5, 6]
+    without_target = inspect_checkpoint(GOOD, [ENGINE], None, stats=False, launch=str(path))
+    assert "AUX_LAYER_CONVENTION" not in {f.code for f in without_target.global_findings}
+
+
 def test_the_corrected_ids_pass_and_the_plans_default_finding_goes(tmp_path):
     draft = draft_with_ids(tmp_path, [2, 4, 6])
     path = yaml_file(tmp_path, spec(draft, "  eagle3_layers_to_capture: [1, 3, 5]\n"))

@@ -215,7 +215,8 @@ def inspect_checkpoint(path: str | Path, engines: list[str] | None = None,
     if settings is not None:
         from eagle3_nb.engines.launch import launch_findings
 
-        findings += launch_findings(settings, cfg, [p.profile for p in plans])
+        findings += launch_findings(settings, cfg, [p.profile for p in plans],
+                                    target.num_hidden_layers if target else None)
         _settle_launch_conditions(plans, settings)
     if reading is not None:
         findings += reading.findings

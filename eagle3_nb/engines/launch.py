@@ -179,16 +179,19 @@ def as_int(value: Any, flag: str | None = None) -> int | None:
 
 
 def launch_findings(launch: LaunchSettings, cfg: DraftConfig | None,
-                    profiles: list[EngineProfile]) -> list[Finding]:
+                    profiles: list[EngineProfile], num_layers: int | None = None) -> list[Finding]:
     """What the command does to this draft, per profile of the engine it starts. cfg None: the
-    draft's config is not at hand (a running server's own view); what needs it is not checked."""
+    draft's config is not at hand (a running server's own view); what needs it is not checked.
+    NUM_LAYERS: the target's layer count, when known."""
     out = []
     for p in (p for p in profiles if p.name == launch.engine):
-        out += [Finding(code, sev, msg, ev, p.key) for code, sev, msg, ev in _checks(launch, cfg, p)]
+        out += [Finding(code, sev, msg, ev, p.key)
+                for code, sev, msg, ev in _checks(launch, cfg, p, num_layers)]
     return out
 
 
-def _checks(launch: LaunchSettings, cfg: DraftConfig | None, p: EngineProfile) -> list[tuple]:
+def _checks(launch: LaunchSettings, cfg: DraftConfig | None, p: EngineProfile,
+            num_layers: int | None) -> list[tuple]:
     out = []
     ev = {"launch": launch.to_json()}
     if not launch.draft and launch.implied_draft:
@@ -197,7 +200,7 @@ def _checks(launch: LaunchSettings, cfg: DraftConfig | None, p: EngineProfile) -
     elif not launch.draft:
         out.append(("LAUNCH_SETTING", ERROR, "the command names no draft model: nothing is "
                     "speculated", ev))
-    out += engine(launch.engine).launch.checks(launch, cfg, p, ev)
+    out += engine(launch.engine).launch.checks(launch, cfg, p, ev, num_layers)
     backend = launch.attention_backend or ""
     if "mla" in backend and cfg is not None and not cfg.mla \
             and not launch.draft_attention_backend \

@@ -43,7 +43,8 @@ class LaunchDialect:
     """How the engine's serving command reads (engines/launch.py applies it)."""
     starts: Callable[[str], bool]              # the joined words start this engine's server
     parse: Callable[[list[str]], Any]          # words -> LaunchSettings
-    checks: Callable[..., list[tuple]]   # (launch, cfg, profile, ev) -> [(code, sev, msg, ev)]
+    # (launch, cfg, profile, ev, target's layer count or None) -> [(code, sev, msg, ev)]
+    checks: Callable[..., list[tuple]]
     draft_tensor_parallel: Callable[[Any], int | None]
     tensor_parallel_fix: str                   # the way out of a draft TP size that fails
     tensor_parallel_cite: str                  # where the engine asserts the draft's TP sizes

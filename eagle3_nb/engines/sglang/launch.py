@@ -35,7 +35,7 @@ def _count(flags: dict, name: str, alias: str = "") -> int | None:
     return as_int(flags[given], given) if given else None
 
 
-def checks(launch: LaunchSettings, cfg, p, ev: dict) -> list[tuple]:
+def checks(launch: LaunchSettings, cfg, p, ev: dict, num_layers=None) -> list[tuple]:
     if (launch.method or "").upper() == "EAGLE3":
         return []
     return [("LAUNCH_SETTING", ERROR, f"--speculative-algorithm is {launch.method or 'not set'}: "

@@ -161,7 +161,7 @@ def _speculative_flags(spec: dict, kind: Any, where: str) -> dict[str, Any]:
 
 # --- checks ------------------------------------------------------------------------------------
 
-def checks(launch: LaunchSettings, cfg, p, ev: dict) -> list[tuple]:
+def checks(launch: LaunchSettings, cfg, p, ev: dict, num_layers=None) -> list[tuple]:
     out = _backend(launch, ev)
     kind = launch.flags.get("decoding_type")
     if launch.draft and (launch.method or "").lower() != "eagle3":
@@ -180,7 +180,7 @@ def checks(launch: LaunchSettings, cfg, p, ev: dict) -> list[tuple]:
                     "renames; the kit's answer is for the llama3 draft class "
                     "(Eagle3ForCausalLM) and does not hold for it", {**ev, "cite": ARCH}))
     if cfg is not None and "eagle3_layers_to_capture" in launch.flags:
-        out += _capture(launch, cfg, ev)
+        out += _capture(launch, cfg, ev, num_layers)
     return out
 
 
@@ -200,9 +200,11 @@ def _backend(launch: LaunchSettings, ev: dict) -> list[tuple]:
              {**ev, "cite": TRT_BACKEND})]
 
 
-def _capture(launch: LaunchSettings, cfg, ev: dict) -> list[tuple]:
+def _capture(launch: LaunchSettings, cfg, ev: dict, num_layers: int | None) -> list[tuple]:
+    """The ids the YAML gives against the trained ones (the training default's, where the
+    draft declares none, need the target's NUM_LAYERS)."""
     ids = launch.flags.get("eagle3_layers_to_capture")
-    trained, how = trained_aux_indices(cfg, None)
+    trained, how = trained_aux_indices(cfg, num_layers)
     ev = {**ev, "cite": CAPTURE, "note": NOT_PROBED}
     if ids is None:
         line = _line(trained)

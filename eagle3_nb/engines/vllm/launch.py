@@ -91,7 +91,7 @@ def _speculators_served(launch: LaunchSettings, model: str) -> None:
     launch.flags["speculators_checkpoint"] = model
 
 
-def checks(launch: LaunchSettings, cfg, p, ev: dict) -> list[tuple]:
+def checks(launch: LaunchSettings, cfg, p, ev: dict, num_layers=None) -> list[tuple]:
     out = _speculators_checks(launch, p, ev) if launch.flags.get("speculators_checkpoint") else []
     method = (launch.method or "").upper()
     if method == "EAGLE3" or not launch.draft:
