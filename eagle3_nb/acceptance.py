@@ -16,19 +16,18 @@ engine keeps its per-request KV.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 
 from eagle3_nb.decoding import (TOP_CANDIDATES, AcceptanceResult, Drafting, SampleRun,
                                 VerifyStep, left_pad, tree_step)
-from eagle3_nb.defaults import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_NUM_STEPS,
-                                PROGRESS_VARIABLE)
+from eagle3_nb.defaults import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_NUM_STEPS
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.features import draft_features
 from eagle3_nb.greedy import GreedyTrace, simulate_greedy
 from eagle3_nb.model import DraftCache, Wiring, as_engine_leaves, ttt_logits
+from eagle3_nb.progress import progress_bar
 from eagle3_nb.tree import (DraftTree, accepted_path, draft_tree, sampled_path, target_probs,
                             verify_mask)
 
@@ -155,29 +154,6 @@ def _checked_prompts(prompts: list[torch.Tensor]) -> list[torch.Tensor]:
 def _uses_tree(drafting: Drafting, tree: bool | None) -> bool:
     """The tree rules: asked for, a topk above 1, or sampling (its verification is the tree's)."""
     return bool(tree or drafting.temperature > 0 or (tree is None and not drafting.is_chain))
-
-
-class _NoBar:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def update(self, n: int = 1) -> None:
-        pass
-
-
-def progress_bar(total: int, enabled: bool | None, desc: str):
-    """A tqdm bar counting finished prompts when asked, or by default when the run is long
-    enough to wait on (more than 8 prompts) and someone watches: not in a notebook the report
-    runs headless, where a bar would be saved as a dead widget (PROGRESS_VARIABLE)."""
-    if enabled is None:
-        enabled = total > 8 and os.environ.get(PROGRESS_VARIABLE) != "off"
-    if not enabled:
-        return _NoBar()
-    from tqdm.auto import tqdm
-    return tqdm(total=total, desc=desc, unit="prompt", leave=False)
 
 
 class _Batch:

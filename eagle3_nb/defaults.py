@@ -13,3 +13,5 @@ DEFAULT_BATCH_SIZE = 8         # prompts decoded together (the tokens do not dep
 THREADS_VARIABLE = "EAGLE3NB_THREADS"  # --threads, read where the models load (session.py); a
                                        # notebook's kernel inherits it from `report`
 PROGRESS_VARIABLE = "EAGLE3NB_PROGRESS"  # "off": no progress bars (notebooks the report runs)
+PROGRESS_FILE_VARIABLE = "EAGLE3NB_PROGRESS_FILE"  # where they write progress lines instead: the
+                                                   # report prints them (report/relay.py)

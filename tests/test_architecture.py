@@ -32,8 +32,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "eagle3_nb"
 # or a package above it; it may import its own group and everything below it (earlier groups of
 # its rung, and every lower rung).
 RUNGS: list[tuple[str, list[tuple[str, ...]]]] = [
-    ("foundation: errors, the kit's defaults, findings and summary kinds",
-     [("errors", "defaults"), ("findings",)]),
+    ("foundation: errors, the kit's defaults and progress, findings and summary kinds",
+     [("errors", "defaults", "progress"), ("findings",)]),
     ("pure parsing: draft and target configs, key layouts, statistics of uncertainty",
      [("config", "layouts", "uncertainty")]),
     ("bytes on disk: checkpoints, dumps, logs, atomic writes", [("io",)]),

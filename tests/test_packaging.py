@@ -97,7 +97,14 @@ def test_demo_runs_from_a_non_editable_install(installed, tmp_path):
     assert "Traceback" not in proc.stderr and "Error" not in proc.stderr, proc.stderr
     lines = proc.stderr.splitlines()
     assert lines[0].startswith("eagle3-nb report ")
-    assert all(re.match(r"\[\d/\d\] \d\d_\w+ \.\.\. ok \(", line) for line in lines[1:]), lines
+    # per notebook a line as it starts and one as it ends, the simulation's progress between
+    starts = [n for n, line in enumerate(lines) if re.fullmatch(r"\[\d/\d\] \d\d_\w+ \.\.\.", line)]
+    ends = [n for n, line in enumerate(lines) if re.match(r"\[\d/\d\] \d\d_\w+ \.\.\. ok \(", line)]
+    relayed = [n for n, line in enumerate(lines)
+               if re.fullmatch(r" {6}simulating .+: \d+/64 prompts \(\d+ s\)", line)]
+    assert len(starts) == len(ends) == 5 and len(lines) == 1 + 10 + len(relayed), lines
+    assert relayed and all(starts[-1] < n < ends[-1] for n in relayed), lines  # notebook 04's
+    assert ": 64/64 prompts (" in lines[relayed[-1]]                         # and its end
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     ran = {s["notebook"]: s["status"] for s in summary["notebooks"]}
     assert ran and all(status == "ok" for status in ran.values()), ran

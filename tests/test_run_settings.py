@@ -3,11 +3,13 @@ progress bars shown where someone watches, never saved as dead widgets in the no
 report runs headless."""
 
 import json
+import os
+from pathlib import Path
 
 import nbformat
 import pytest
 
-from eagle3_nb.acceptance import progress_bar
+from eagle3_nb.progress import progress_bar
 from eagle3_nb.defaults import PROGRESS_VARIABLE, THREADS_VARIABLE
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.session import SMALL_MODEL_PARAMS, choose_threads
@@ -57,6 +59,46 @@ def test_a_long_run_shows_a_bar_unless_progress_is_off(monkeypatch):
         assert not hasattr(bar, "n")
     with progress_bar(64, True, "simulating") as bar:
         assert hasattr(bar, "n")               # asked for explicitly
+
+
+def test_a_relayed_run_writes_a_line_now_and_then_and_one_at_the_end(tmp_path, monkeypatch):
+    """In a notebook the report runs, progress goes to the file the report names, as lines:
+    one per LINE_EVERY_S seconds at most, and the last prompt's always."""
+    import eagle3_nb.progress as progress
+    from eagle3_nb.defaults import PROGRESS_FILE_VARIABLE
+
+    lines = tmp_path / "lines"
+    monkeypatch.setenv(PROGRESS_VARIABLE, "off")
+    monkeypatch.setenv(PROGRESS_FILE_VARIABLE, str(lines))
+    clock = iter([0.0, 1.0, 6.0, 7.0, 8.0])
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    with progress_bar(24, None, "simulating 3 wirings") as bar:
+        for _ in range(3):
+            bar.update(8)
+        assert not hasattr(bar, "n")
+    assert lines.read_text().splitlines() == ["simulating 3 wirings: 16/24 prompts (6 s)",
+                                              "simulating 3 wirings: 24/24 prompts (7 s)"]
+    with progress_bar(4, None, "short") as bar:   # too short to wait on: no line
+        bar.update(4)
+    assert len(lines.read_text().splitlines()) == 2
+
+
+def test_the_relay_prints_whole_lines_and_leaves_nothing_behind(monkeypatch):
+    from eagle3_nb.defaults import PROGRESS_FILE_VARIABLE
+    from eagle3_nb.report.relay import INDENT, relayed_progress
+
+    monkeypatch.setenv(PROGRESS_FILE_VARIABLE, "the user's own")
+    said = []
+    with relayed_progress(said.append) as relay:
+        path = Path(os.environ[PROGRESS_FILE_VARIABLE])
+        with open(path, "a") as out:
+            out.write("simulating: 8/64 prompts (1 s)\nsimul")
+        relay.drain()
+        assert said == [INDENT + "simulating: 8/64 prompts (1 s)"]   # half a line waits
+        with open(path, "a") as out:
+            out.write("ating: 64/64 prompts (5 s)\n")
+    assert said[1:] == [INDENT + "simulating: 64/64 prompts (5 s)"]
+    assert os.environ[PROGRESS_FILE_VARIABLE] == "the user's own" and not path.parent.exists()
 
 
 @pytest.mark.notebook

@@ -43,6 +43,7 @@ from eagle3_nb.report.notebooks import (SUMMARY_NAME, ReportError, notebook_para
 from eagle3_nb.report.options import (MARKER, ReportOptions, check_out, make_parent, report_files,
                                       resolve_options)
 from eagle3_nb.report.redact import PathRedactor, report_redactor
+from eagle3_nb.report.relay import relayed_progress
 from eagle3_nb.report.steps import (Step, coerce, observed_floor_note, plan_steps,
                                     skipped_takers, unused_options)
 from eagle3_nb.report.summary import build_summary, group_findings, input_hashes
@@ -98,10 +99,14 @@ def _build_report(opts: ReportOptions, steps: list[Step], hashes: dict[str, Any]
                   started: datetime, build: Path, say: Callable[[str], None],
                   kernel_name: str | None, redact: PathRedactor | None = None) -> dict[str, Any]:
     shared = share_inspection(opts, steps, build)
-    with ReportKernel(kernel_name) as kernel:
+    with relayed_progress(say) as relay, ReportKernel(kernel_name) as kernel:
         for i, step in enumerate(steps, 1):
-            say(f"[{i}/{len(steps)}] {step.name} ... "
-                + run_step(step, build, published=opts.out, redact=redact, kernel=kernel))
+            line = f"[{i}/{len(steps)}] {step.name} ..."
+            if step.status != "skipped":
+                say(line)  # a line as it starts, its progress under it, a line as it ends
+            word = run_step(step, build, published=opts.out, redact=redact, kernel=kernel)
+            relay.drain()
+            say(f"{line} {word}")
     if shared is not None:
         _publish_inspection(shared, opts.out, steps, redact)
     return build_summary(opts, steps, hashes, started, build)
