@@ -29,6 +29,7 @@ from eagle3_nb.features import (StepAccuracy, draft_features, first_step_accurac
 from eagle3_nb.io.checkpoint import (Checkpoint, directory_state, iter_jsonl, load_target_info,
                                      open_once)
 from eagle3_nb.model import Wiring, load_draft
+from eagle3_nb.progress import progress_bar
 from eagle3_nb.target import TargetModel, TargetOutput, read_dump
 from eagle3_nb.wirings import Served, wiring_presets
 
@@ -282,7 +283,12 @@ class LiveFeatures:
 
     @classmethod
     def run(cls, target: TargetModel, samples: list[torch.Tensor]) -> "LiveFeatures":
-        return cls(samples, [target.forward_hidden(s.to(target.device)) for s in samples])
+        outs = []
+        with progress_bar(len(samples), None, "target passes") as bar:
+            for sample in samples:
+                outs.append(target.forward_hidden(sample.to(target.device)))
+                bar.update()
+        return cls(samples, outs)
 
     def features(self, wiring: Wiring) -> list[torch.Tensor]:
         return [draft_features(o, wiring) for o in self.outs]
