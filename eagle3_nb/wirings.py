@@ -54,9 +54,9 @@ def engine_wiring(profile, cfg: DraftConfig, shapes: dict, target: TargetInfo | 
     here = Path(cfg.where).parent
     error = next((f.message for f in plan.findings if f.code == "LOAD_ERROR"), "") or \
         registered(profile.name).path_misread(served.path or str(here), profile.version, here)
-    captured = _launch_capture(profile, served, target)
-    if captured is None and plan.aux.captured is not None:
-        captured = tuple(plan.aux.captured)
+    from_launch = _launch_capture(profile, served, target)
+    captured = from_launch if from_launch is not None else \
+        (tuple(plan.aux.captured) if plan.aux.captured is not None else None)
     return Wiring(profile.key, captured,
                   "concat" if plan.aux.use_aux else "final_norm",
                   "engine" if profile.fc_skip_when_width_is_hidden else "always",
@@ -65,8 +65,7 @@ def engine_wiring(profile, cfg: DraftConfig, shapes: dict, target: TargetInfo | 
                   profile.extra_layer_attn_norm, reset, error,
                   note=f"as {profile.key} serves it ({plan.verdict}"
                        + (f"; {len(reset)} parameter(s) left at init" if reset else "")
-                       + ("; aux layers from the launch config"
-                          if _launch_capture(profile, served, target) else "") + ")",
+                       + ("; aux layers from the launch config" if from_launch else "") + ")",
                   engine=profile.key)
 
 
