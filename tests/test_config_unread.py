@@ -262,6 +262,26 @@ def test_a_config_without_model_type_is_read_by_the_words_of_its_path(tmp_path, 
             assert "'sam'" in guessed[0]
 
 
+@pytest.mark.parametrize("folder, outcome", [
+    ("fireredlid-draft", "raises"),               # registered by vLLM only when such a model loads
+    ("siglip_visual_tokenizer-x", "'siglip'"),    # so transformers' longest type there is read
+])
+def test_types_vllm_registers_lazily_are_not_path_words(tmp_path, capsys, folder, outcome):
+    """What the real vLLM 0.23.0 loader (transformers 4.57.1, a Llama target) did with these
+    paths: its configs package registers fireredlid and the Ovis visual tokenizers with
+    AutoConfig only when their modules load (engines/vllm/data/autoconfig-model-types.json)."""
+    from conftest import names_a_model_type
+
+    if names_a_model_type(tmp_path):
+        pytest.skip(f"this machine's temporary directory {tmp_path} names a model type itself")
+    draft = _draft(tmp_path / "x", "good", model_type=GONE).rename(tmp_path / folder)
+    code, report, _ = _inspect(capsys, draft, "vllm==0.23.0")
+    errors = [m for m in _messages(report, "vllm==0.23.0", "LOAD_ERROR") if "model_type" in m]
+    guessed = _messages(report, "vllm==0.23.0", "CONFIG_GUESSED")
+    assert bool(errors) == (outcome == "raises")
+    assert (outcome in guessed[0]) if guessed else outcome == "raises"
+
+
 @pytest.mark.parametrize("kit_folder, served, guessed", [
     ("plain", "/models/llama-eagle3", True),      # the kit's path names no type; the engine's does
     ("llama-eagle3", "/models/plain", False),     # and the other way round

@@ -36,6 +36,9 @@ case "$ENGINE-$VERSION" in
   # the wheel pins transformers==4.57.1 (METADATA Requires-Dist): its config reading is the
   # release's only with that transformers (and the hub and tokenizers it accepts)
   sglang-0.5.9) DEPS="$DEPS transformers==4.57.1 huggingface-hub==0.36.0 tokenizers==0.22.2" ;;
+  # gguf: vllm.config's GGUF loader; transformers 4.57.1 (and the hub and tokenizers it accepts):
+  # an allowed pin (METADATA Requires-Dist: >=4.56.0, 5.0.*-5.5.0 excluded), one that path-guesses
+  vllm-0.23.0) DEPS="$DEPS gguf==0.19.0 transformers==4.57.1 huggingface-hub==0.36.0 tokenizers==0.22.2" ;;
   vllm-0.21.0|vllm-0.18.1) DEPS="$DEPS gguf==0.19.0" ;;  # vllm.config imports the GGUF loader
   vllm-0.11.0) DEPS="$DEPS blake3==1.0.11 gguf==0.19.0 setproctitle==1.3.8" ;;  # vllm.config, model loader
 esac
