@@ -68,7 +68,8 @@ TEXT_HEAVY = ("numpy",)
 # load when a command reads them. Views load in the command that prints one, and io.files'
 # writers import ctypes, signal, socket and tempfile where they write (#26: start-up time).
 INSPECT_PATH = ("cli", "checks.load")
-ENGINE_FOLDER_FACTS = ("profiles", "releases", "bugs")
+# config_readers: the config rules a folder's profiles keep apart (engines/vllm)
+ENGINE_FOLDER_FACTS = ("profiles", "releases", "bugs", "config_readers")
 # loaded only when inspect is given a log, a launch command or statistics to scan
 INSPECT_LATER = ("viz", "stats", "checks.log", "engines.launch")
 INSPECT_STDLIB_LATER = ("ctypes", "signal", "socket", "tempfile")

@@ -313,3 +313,30 @@ def test_the_path_guess_reads_the_path_the_serving_command_names(tmp_path, capsy
 
     served_as = named_wirings(draft, TARGET_CONFIG, ["sglang==0.5.9"], Served(served)).presets
     assert bool(served_as["sglang==0.5.9"].engine_error) != guessed
+
+
+# ----------------------------------------------------------------------------- speculators reader
+
+_OLD_READERS = ("vllm==0.23.0", "vllm==0.15.1", "vllm==0.10.2")
+
+
+@pytest.mark.parametrize("edits", [{"speculators_model_type": GONE},
+                                   {"transformer_layer_config__hidden_act": GONE}])
+def test_older_vllm_speculators_readers_raise_as_033s_does(tmp_path, capsys, edits):
+    """vLLM 0.10.1-0.23.0 read a speculators config as 0.33.0 does (SpeculatorsConfig, read in
+    every wheel): no speculators_model_type raises 'Expected one of: {eagle3, ...}', a layer
+    config without hidden_act an AttributeError in LlamaMLP (both run on 0.23.0)."""
+    code, report, _ = _inspect(capsys, _draft(tmp_path, "good-speculators", **edits),
+                               *_OLD_READERS)
+    assert code == 1
+    field = next(iter(edits)).replace("__", ".")
+    for engine in _OLD_READERS:
+        assert _verdict(report, engine) == "load_error"
+        assert any(field in m for m in _messages(report, engine, "LOAD_ERROR"))
+
+
+def test_older_vllm_speculators_readers_start_the_unedited_draft(tmp_path, capsys):
+    code, report, _ = _inspect(capsys, _draft(tmp_path, "good-speculators"), *_OLD_READERS)
+    assert code != 2
+    for engine in _OLD_READERS:
+        assert not _messages(report, engine, "LOAD_ERROR")

@@ -159,12 +159,14 @@ def _modules_after(*argv: str) -> dict[str, set[str]]:
 
 
 def test_inspect_loads_of_each_engine_folder_only_the_facts_it_answers_from():
-    """#26: `inspect` answers from the profiles, releases and bugs (and the path rule); the
-    folder's log, metrics, observe, launch, drafting and advice modules load when asked."""
+    """#26: `inspect` answers from the profiles, releases and bugs (and the path rule, and the
+    config rules a profile keeps apart); the folder's log, metrics, observe, launch, drafting
+    and advice modules load when asked."""
     loaded = _modules_after("inspect", str(GOOD), "--no-stats", "--json", "--engine", "all")
     for name, modules in loaded.items():
         assert {"profiles", "releases", "bugs"} <= modules <= {"profiles", "releases", "bugs",
-                                                                "paths"}, (name, modules)
+                                                                "paths", "config_readers"}, \
+            (name, modules)
 
 
 def test_a_command_that_reads_an_engine_log_loads_that_folders_log_module():

@@ -9,34 +9,15 @@ after 2026-08-17 (0.29.0 on) have no recoverable history and are cited by releas
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
-from pathlib import Path
 
-from eagle3_nb.engines.config_rules import (LENIENT_CONFIG, NUM_AUX_READ, ROPE_ERROR,
-                                            STRICT_CONFIG_ALL, ids_counted_by_len,
-                                            path_guessed_model_type)
-from eagle3_nb.engines.profile import (AS_IS, UNSET, ConfigRule, EngineProfile, FlagRule,
-                                       earlier_range, later_range, release_key)
-
-# A flat draft config without model_type: get_config passes the path to AutoConfig, whose
-# transformers up to 5.1 guesses the class from a model type written in it (the releases up to
-# 0.23.0 allow such a pin) and raises without one
-PATH_GUESSED_MODEL_TYPE = path_guessed_model_type(
-    json.loads((Path(__file__).parent / "data" / "autoconfig-model-types.json")
-               .read_text(encoding="utf-8"))["model_types"],
-    "vllm transformers_utils/config.py get_config / HFConfigParser.parse [0.8.5, 0.11.0, 0.19.1, "
-    "0.23.0 wheels]: config_dict.get('model_type') is None, not in _CONFIG_REGISTRY, so "
-    "AutoConfig.from_pretrained(model) (transformers configuration_auto.py [4.57.1]: `for "
-    "pattern in sorted(CONFIG_MAPPING, key=len, reverse=True): if pattern in str(path)`, else "
-    "ValueError); the types: transformers 4.57.1's (engines/vllm/data/autoconfig-model-types."
-    "json, which says why the three vLLM registers are left out); run on 0.23.0 with "
-    "transformers 4.57.1 (tools/engine_env.sh vllm 0.23.0): a path naming no type raises "
-    "ValueError Unrecognized model, .../llama-eagle3 reads LlamaConfig and the draft loads, "
-    ".../sam-draft reads SamConfig and the draft loads; tools/config_ablation.py --engines "
-    "vllm==0.23.0 --keys: 214 variants, 0 disagreements (not counted as evidence: the pin also "
-    "allows transformers 5.5.1+); 0.8.5, 0.11.0 and 0.19.1 read only, the releases between "
-    "assumed the same")
+from eagle3_nb.engines.config_rules import LENIENT_CONFIG, NUM_AUX_READ, STRICT_CONFIG_ALL
+from eagle3_nb.engines.profile import (AS_IS, EngineProfile, FlagRule, earlier_range,
+                                       later_range, release_key)
+from eagle3_nb.engines.vllm.config_readers import (
+    _QWEN3_COUNT, _SPEC_READER, PATH_GUESSED_MODEL_TYPE, QWEN3_IDS_COUNTED,
+    QWEN3_SPECULATORS_IDS_COUNTED, SPECULATORS_KEYS_PASSED, SPECULATORS_LAYERS_OLD,
+    SPECULATORS_MODEL_TYPE_V4, SPECULATORS_READER, SPECULATORS_READER_OLD)
 
 # registry.py _SPECULATIVE_DECODING_MODELS: EAGLE-3 draft names served by llama_eagle3, with the
 # release that registered each (the release survey, docs/engine-facts-vllm.md)
@@ -71,70 +52,6 @@ LOCAL_VERIFIER_0_33 = (
 LOCAL_VERIFIER_0_32 = (
     "vllm/transformers_utils/config.py maybe_override_with_speculators [0.32.0]: `model = "
     "tokenizer = verifier_model` with no check, so a local verifier path is served")
-
-
-# vllm/transformers_utils/configs/speculators/: how vLLM reads a speculators config, read in the
-# 0.34.0 wheel and confirmed by tools/config_ablation.py on 0.34.0 (and 0.33.0)
-_SPEC_READER = ("transformers_utils/configs/speculators/base.py SpeculatorsConfig."
-                "extract_transformers_pre_trained_config and algos.py update_eagle3 [0.34.0]")
-_NO_LAYER_DEFAULT = ("{value}: vLLM builds the draft's config from transformer_layer_config as it "
-                     "stands (SpeculatorsConfig(**transformer_layer_config), no LlamaConfig "
-                     "defaults), so the draft class or the model config raises at startup "
-                     "(AttributeError: 'SpeculatorsConfig' object has no attribute ..., or a "
-                     "validation error for a null)")
-SPECULATORS_READER = (
-    ConfigRule("speculators", "speculators_config", frozenset({"absent", "null"}),
-               "vLLM reads a config as speculators only when speculators_config is not null "
-               "(transformers_utils/config.py get_config); without it AutoConfig raises "
-               "'Unrecognized model ... Should have a `model_type` key'", cite=_SPEC_READER),
-    ConfigRule("speculators", "speculators_model_type",
-               frozenset({"absent", "null", "wrong_type", "other_value"}),
-               "vLLM builds an EAGLE-3 draft only for speculators_model_type 'eagle3'; an "
-               "unknown type raises 'Expected one of: {{eagle3, peagle, dflash, ...}}' "
-               "(SpeculatorsConfig.extract_transformers_pre_trained_config), 'peagle' is refused "
-               "and 'dflash' builds another algorithm's draft", allowed=("eagle3",),
-               cite=_SPEC_READER),
-    ConfigRule("speculators", "transformer_layer_config.model_type", frozenset({"null"}),
-               "ValueError: Unsupported model_type None for Eagle3 speculator (update_eagle3 "
-               "reads model_type with a 'llama' default only when the key is absent)",
-               cite=_SPEC_READER),
-    ConfigRule("speculators", "transformer_layer_config.hidden_act",
-               frozenset({"absent", "null", "other_value"}),
-               "the Llama draft layer needs hidden_act 'silu' (absent: AttributeError: "
-               "'SpeculatorsConfig' object has no attribute 'hidden_act'; anything else: "
-               "ValueError: Unsupported activation: {value}. Only silu is supported for now.)",
-               allowed=("silu",), cite=_SPEC_READER + "; model_executor/models/llama.py LlamaMLP"),
-    ConfigRule("speculators", "transformer_layer_config.num_hidden_layers",
-               frozenset({"absent", "null"}), _NO_LAYER_DEFAULT, cite=_SPEC_READER),
-    ConfigRule("speculators", "transformer_layer_config.rms_norm_eps", frozenset({"absent"}),
-               _NO_LAYER_DEFAULT, cite=_SPEC_READER),
-    *(ConfigRule("speculators", f"transformer_layer_config.{key}", frozenset({"rope_keys"}),
-                 ROPE_ERROR, cite=_SPEC_READER + "; SpeculatorsConfig.__init__ -> "
-                 "PreTrainedConfig.__init__ validates the RoPE settings")
-      for key in ("rope_scaling", "rope_parameters")),
-)
-# qwen3_eagle3.py Eagle3Qwen3ForCausalLM's LlamaModel.__init__ counts its aux states as
-# num_aux_layers, else num_aux_hidden_states, else `len(aux_ids)` of the top-level ids (or
-# eagle_config's) [0.33.0, 0.34.0]; a flat config reaches it by its architectures, a speculators
-# one by transformer_layer_config.model_type qwen3 (update_eagle3 passes the top-level ids on)
-_QWEN3_COUNT = ("vllm model_executor/models/qwen3_eagle3.py LlamaModel.__init__ "
-                "(num_aux_features = len(aux_ids)) [0.33.0, 0.34.0]; the speculators path: "
-                + _SPEC_READER)
-_QWEN3_UNCOUNTED = (("num_aux_layers", (UNSET, None)), ("num_aux_hidden_states", (UNSET, None)))
-QWEN3_IDS_COUNTED = (
-    ids_counted_by_len("flat", (("architectures.0", ("Eagle3Qwen3ForCausalLM",
-                                                     "Qwen3ForCausalLM")), *_QWEN3_UNCOUNTED),
-                       _QWEN3_COUNT),
-)
-QWEN3_SPECULATORS_IDS_COUNTED = (
-    ids_counted_by_len("speculators", (("transformer_layer_config.model_type", ("qwen3",)),
-                                       *((f"transformer_layer_config.{k}", v)
-                                         for k, v in _QWEN3_UNCOUNTED)), _QWEN3_COUNT),
-)
-# update_eagle3 [0.34.0]: the only top-level keys copied into the draft's config
-SPECULATORS_KEYS_PASSED = frozenset({
-    "draft_vocab_size", "target_hidden_size", "norm_before_residual", "norm_before_fc",
-    "fc_norm", "norm_output", "eagle_aux_hidden_state_layer_ids"})
 
 
 VLLM_0_33 = EngineProfile(
@@ -299,11 +216,13 @@ VLLM_0_30 = earlier_range(
     {"refuses_local_verifier": LOCAL_VERIFIER_0_32,
      "config_rules": "the wheels pin transformers >=5.10.4 (0.30.0, 0.29.0), >=5.16.1 (0.32.0), "
      ">=5.5.3 (0.24.0, 0.25.0) (METADATA Requires-Dist): the @strict LlamaConfig; the "
-     "speculators reader's rules were read in 0.33.0 and 0.34.0 only, so not asserted here; "
+     "speculators reader as in 0.33.0: " + _SPEC_READER.replace("[0.34.0]", "[every wheel "
+     "0.24.0-0.32.0; the layer model_type check from 0.24.0]") + ", rope validation in "
+     "transformers configuration_utils.py PreTrainedConfig.__init__ [5.5.3, 5.10.4]; "
      "the qwen3 draft's len() count of top-level ids read in 0.33.0, assumed from 0.24.0 as "
      "fc_aux_top_level_layer_types is"},
     refuses_local_verifier=False,
-    config_rules=STRICT_CONFIG_ALL + NUM_AUX_READ + QWEN3_IDS_COUNTED)
+    config_rules=STRICT_CONFIG_ALL + NUM_AUX_READ + QWEN3_IDS_COUNTED + SPECULATORS_READER)
 VLLM_0_25 = earlier_range(
     VLLM_0_30, "0.25.0", "0.29.0",
     {"d2t_param_needs_pruned_vocab": "llama_eagle3.py Eagle3LlamaForCausalLM.__init__ "
@@ -344,11 +263,13 @@ VLLM_0_22 = earlier_range(
      "config_rules": "the wheels pin transformers !=5.0.*-5.5.0,>=4.56.0 (0.20.0, 0.22.0, "
      "0.23.0) and <5,>=4.56.0 (0.19.0, 0.18.0, 0.16.0) (METADATA Requires-Dist): a 4.x "
      "LlamaConfig checks no field types and guesses a class from the path without model_type; "
-     "only the rules that hold on both sides; no qwen3_eagle3.py before 0.24.0"},
+     "only the rules that hold on both sides; no qwen3_eagle3.py before 0.24.0; the "
+     "speculators reader: SPECULATORS_READER_OLD (its RoPE rules not asserted)"},
     architectures=_llama_drafts("0.23.0"),
     speculators_layer_types=frozenset({"*"}), has_q_k_norm=False,
     fc_aux_top_level_layer_types=frozenset(),
-    config_rules=LENIENT_CONFIG + NUM_AUX_READ + PATH_GUESSED_MODEL_TYPE,
+    config_rules=(LENIENT_CONFIG + NUM_AUX_READ + PATH_GUESSED_MODEL_TYPE
+                  + SPECULATORS_READER_OLD + SPECULATORS_LAYERS_OLD),
 )
 VLLM_0_20 = earlier_range(
     VLLM_0_22, "0.20.0", "0.21.0",
@@ -367,7 +288,8 @@ VLLM_0_20 = earlier_range(
      "mla": "deepseek_eagle3.py: see VLLM_MLA_0_18",
      "config_rules": "as fc_aux_count: num_aux_hidden_states is never read before 0.22.0"},
     fc_aux_count="fixed_3", has_fc_norm=False, aux_id_sources=("top_level",),
-    config_rules=LENIENT_CONFIG + PATH_GUESSED_MODEL_TYPE,
+    config_rules=(LENIENT_CONFIG + PATH_GUESSED_MODEL_TYPE + SPECULATORS_READER_OLD
+                  + SPECULATORS_LAYERS_OLD),
     flags={"norm_before_residual": VLLM_0_33.flags["norm_before_residual"],
            "norm_before_fc": FlagRule(True, {"flat": False, "speculators": False}),
            "fc_norm": _NOT_READ, "norm_output": _NOT_READ},
@@ -399,9 +321,11 @@ VLLM_0_19 = earlier_range(
 VLLM_0_18 = earlier_range(
     VLLM_0_19, "0.18.0", "0.18.1",
     {"flags": f"{_SPEC} [0.18.x]: norm_before_fc not copied from a speculators config "
-     "(vllm #38111, fixed in 0.19.0)"},
+     "(vllm #38111, fixed in 0.19.0)", "config_rules": "the wheels 0.11.1-0.19.0 pin "
+     "transformers<5: SPECULATORS_MODEL_TYPE_V4 (0.19.1 allows 5.5.1+)"},
     flags={**VLLM_0_19.flags, "norm_before_fc": FlagRule(
         True, {"flat": False, "speculators": False}, ignored_in=frozenset({"speculators"}))},
+    config_rules=VLLM_0_19.config_rules + SPECULATORS_MODEL_TYPE_V4,
 )
 VLLM_0_16 = earlier_range(
     VLLM_0_18, "0.16.0", "0.17.1",
@@ -442,9 +366,11 @@ VLLM_0_11_0 = earlier_range(
      "in 0.11.1)",
      "lm_head_policy": "eagle.py load_model [0.11.0]: the target's lm_head whenever the shapes "
      "match (PR #25406), fixed by #28549 in 0.11.1",
-     "architectures": "registry.py [<0.11.1]: no Eagle3Qwen2_5vlForCausalLM (PR #22872)"},
+     "architectures": "registry.py [<0.11.1]: no Eagle3Qwen2_5vlForCausalLM (PR #22872)",
+     "config_rules": "as decoder_param: num_hidden_layers not asserted [<0.11.1]"},
     decoder_param="model.layers.0.", aux_id_sources=(), embed_policy="target_if_shapes_match",
     lm_head_policy="target_if_shapes_match",
+    config_rules=LENIENT_CONFIG + PATH_GUESSED_MODEL_TYPE + SPECULATORS_READER_OLD,
     architectures={"Eagle3LlamaForCausalLM": "llama_eagle3.Eagle3LlamaForCausalLM",
                    "LlamaForCausalLMEagle3": "llama_eagle3.Eagle3LlamaForCausalLM",
                    "LlamaForCausalLM": "prefixed to Eagle3LlamaForCausalLM"},
@@ -470,7 +396,7 @@ VLLM_0_10_1 = earlier_range(
 VLLM_0_9_1 = earlier_range(
     VLLM_0_10_1, "0.9.1", "0.10.0",
     {"dialects": "transformers_utils/configs/speculators/ [<0.10.1]: no speculators format "
-     "(PR #21345 in 0.10.1)", "dialect_error": "as dialects",
+     "(PR #21345 in 0.10.1)", "dialect_error": "as dialects", "config_rules": "as dialects",
      "flags": "norm_before_residual read from 0.10.1 (PR #21345)",
      "architecture_errors": "transformers_utils/configs/eagle.py EAGLEConfig [0.9.0-0.10.0]: "
      "'Eagle3' prefixed unless the name starts with it"},
@@ -479,6 +405,7 @@ VLLM_0_9_1 = earlier_range(
                   "model_type) fails in AutoConfig (speculators support arrived in 0.10.1, PR "
                   "#21345); convert it: eagle3-nb convert SRC DST --to eagle",
     flags={**VLLM_0_10_1.flags, "norm_before_residual": _NOT_READ},
+    config_rules=LENIENT_CONFIG + PATH_GUESSED_MODEL_TYPE,
     architecture_errors={"LlamaForCausalLMEagle3": "prefixed to Eagle3LlamaForCausalLMEagle3, "
                          "which is not registered: startup fails"},
 )
