@@ -21,6 +21,9 @@ from eagle3_nb.errors import ConfigError
 TOP, EAGLE, LAYER, DEFAULT, ABSENT = ("top_level", "eagle_config", "transformer_layer_config",
                                       "default", "absent")
 NORM_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+# fc_norm's legacy key, as a flag's source: training reads it as fc_norm; an engine only where
+# its FlagRule names it (SGLang does, vLLM and TensorRT-LLM read fc_norm alone)
+USE_AUX_NORM = "use_aux_norm"
 # Multi-latent attention (DeepSeek-V2 style) sizes; kv_lora_rank marks an MLA layer
 MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 # What a trainer used when its config omits a flag, per dialect. SafeAILab/SpecForge: False
@@ -391,8 +394,8 @@ def _parse_flat(raw: dict[str, Any], where: str) -> DraftConfig:
     flags = {name: _get(raw, name, TOP) for name in NORM_FLAGS}
     if "norm_before_fc" in eagle:  # SGLang 0.5.23 and vLLM read the nested value first
         flags["norm_before_fc"] = Sourced(eagle["norm_before_fc"], EAGLE)
-    if not flags["fc_norm"].present and "use_aux_norm" in raw:
-        flags["fc_norm"] = Sourced(raw["use_aux_norm"], TOP)
+    if not flags["fc_norm"].present and "use_aux_norm" in raw:  # its legacy name
+        flags["fc_norm"] = Sourced(raw["use_aux_norm"], USE_AUX_NORM)
     unread: dict[str, Any] = {}
     return DraftConfig(
         dialect="flat", architectures=_architectures(raw, where),

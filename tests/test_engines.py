@@ -426,6 +426,21 @@ def test_norm_before_residual_never_read_by_sglang():
     assert plan("vllm==0.33", raw).flags["norm_before_residual"] is True
 
 
+@pytest.mark.parametrize("release, built", [("sglang==0.5.23", True), ("sglang==0.5.12", True),
+                                            ("vllm==0.34.0", False), ("vllm==0.23.0", False),
+                                            ("trtllm==1.4.0rc1", False)])
+def test_use_aux_norm_is_fc_norm_only_where_the_engine_reads_it(release, built):
+    """SGLang builds fc_norm for `fc_norm or use_aux_norm` (llama_eagle3.py, 0.5.12 on); vLLM
+    and TensorRT-LLM read fc_norm alone (vLLM's llama_eagle3.py in the 0.23.0 and 0.34.0
+    code): a draft trained with the legacy key is served there without its per-aux norms."""
+    raw = flat_config(use_aux_norm=True)
+    assert parse_config(raw).flag("fc_norm").value is True      # as trained
+    p = plan(release, raw)
+    assert p.flags["fc_norm"] is built
+    assert ("NORM_FLAG_IGNORED" in codes(p)) is not built
+    assert any(".fc_norm." in spec for spec in p.params) is built
+
+
 def test_vllm_norm_before_residual_default_depends_on_dialect():
     spec = speculators_config()
     del spec["norm_before_residual"]

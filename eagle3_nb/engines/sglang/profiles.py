@@ -22,6 +22,11 @@ from eagle3_nb.engines.profile import (AS_IS_IF_MAX_IS_L, NO_CAPTURE, PLUS_ONE,
 
 _NEVER = FlagRule(read=False, default={"flat": False, "speculators": False})
 _TOP = FlagRule(read=True, default={"flat": False, "speculators": False})
+# llama_eagle3.py LlamaModel.__init__ and kimi_k25_eagle3.py Eagle3MLAModel.__init__:
+# `getattr(config, "fc_norm", None) or getattr(config, "use_aux_norm", False)` [0.5.12-0.5.23
+# wheels; kimi from 0.5.13]: the legacy key counts where fc_norm is absent
+_FC_NORM = FlagRule(read=True, default={"flat": False, "speculators": False},
+                    sources=("top_level", "use_aux_norm"))
 
 # The draft-extend CUDA graph's hidden-state input is as wide as len(top-level ids) x
 # target_hidden_size when neither num_aux_hidden_states nor eagle_config's ids are set, while
@@ -114,7 +119,7 @@ SGLANG_0_5_23 = EngineProfile(
     flags={"norm_before_residual": _NEVER,
            "norm_before_fc": FlagRule(True, {"flat": False, "speculators": False},
                                       ("eagle_config", "top_level")),
-           "fc_norm": _TOP, "norm_output": _TOP},
+           "fc_norm": _FC_NORM, "norm_output": _TOP},
     aux_id_sources=("eagle_config",), reads_use_aux_hidden_state=True,
     aux_rules={"llama": PLUS_ONE, "deepseek": PLUS_ONE_IF_FIRST_IS_1, "gpt_oss": AS_IS_IF_MAX_IS_L},
     aux_sorted={"llama": True, "deepseek": True, "gpt_oss": True},
@@ -195,7 +200,7 @@ SGLANG_MLA_0_5_13 = replace(
                                      'draft config") (Eagle3MLADecoderLayer.__init__)'),),
     fc_aux_count="eagle_config_then_top_level_ids_then_3",
     has_input_norm=False, has_fc_norm=True, extra_layers_have_hidden_norm=False,
-    flags={"norm_before_residual": _NEVER, "norm_before_fc": _NEVER, "fc_norm": _TOP,
+    flags={"norm_before_residual": _NEVER, "norm_before_fc": _NEVER, "fc_norm": _FC_NORM,
            "norm_output": _TOP},
     missing_draft_vocab_error=None, target_hidden_null_breaks_fc=frozenset(),
     cites={**SGLANG_0_5_23.cites,
