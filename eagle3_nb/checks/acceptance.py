@@ -19,7 +19,7 @@ import torch
 from eagle3_nb.acceptance import Drafting, score_dumps, simulate
 from eagle3_nb.checks.drafting import (RunLimits, check_positions, count_setting,
                                        launch_settings, observed_of, refuse_unaffordable,
-                                       run_drafting)
+                                       run_drafting, served_by)
 from eagle3_nb.checks.options import AcceptanceOptions
 from eagle3_nb.checks.result import CheckResult
 from eagle3_nb.checks.target_match import preflight
@@ -110,7 +110,7 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
         check.teacher_forced = score_on_dumps(
             checkpoint, options.hidden_states, drafting.num_steps,
             None if options.what_if else [options.wiring], options.n_samples, options.device,
-            target, engines, served=Served.of(launch_settings(options.launch)))
+            target, engines, served=served_by(options.launch))
         return check
     _simulate_wirings(check, target, prompts, compare, options, engines)
     check.findings = acceptance_findings(check.rows, obs)
@@ -120,7 +120,7 @@ def check_acceptance(checkpoint: str | Path, target: str | Path | None = None,
 def _simulate_wirings(check, target, prompts, compare, options: AcceptanceOptions, engines):
     draft, tgt, presets = Session.current(options.device).load_for_run(
         check.checkpoint, target, engines_with(engines, check.wiring, compare),
-        Served.of(launch_settings(options.launch)))
+        served_by(options.launch))
     for name in (check.wiring, compare):
         if name and name not in presets:
             raise Eagle3NbError(f"unknown wiring {name!r}", "wiring", f"one of: {', '.join(presets)}")
@@ -284,7 +284,7 @@ def what_if(checkpoint: str | Path, target: str | Path, prompts: str | Path,
                                                   launch_settings(options.launch), obs)
     draft, tgt, presets = Session.current(options.device).load_for_run(
         checkpoint, target, engines_with(engines, *(wirings or [])),
-        Served.of(launch_settings(options.launch)))
+        served_by(options.launch))
     unknown = [w for w in wirings or [] if w not in presets]
     if unknown:
         raise Eagle3NbError(f"unknown wiring(s) {unknown}", "wirings", f"one of: {', '.join(presets)}")

@@ -16,6 +16,7 @@ from eagle3_nb.defaults import DEFAULT_BATCH_SIZE, DEFAULT_MAX_NEW_TOKENS, DEFAU
 from eagle3_nb.engines.registry import engines as registered_engines
 from eagle3_nb.errors import Eagle3NbError
 from eagle3_nb.observed.metrics import parse_observed
+from eagle3_nb.wirings import Served
 
 
 def observed_of(options: AcceptanceOptions):
@@ -60,6 +61,12 @@ def launch_settings(launch):
         from eagle3_nb.engines.launch import read_launch
         return read_launch(launch)
     return launch
+
+
+def served_by(launch) -> Served:
+    """What the serving command (its text, its file, or LaunchSettings; None: no command) says
+    about the draft, for the engine wirings: the path it names, the aux ids it gives."""
+    return Served.of(launch_settings(launch))
 
 
 @dataclass(frozen=True)

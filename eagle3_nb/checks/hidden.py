@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from eagle3_nb.checks.drafting import launch_settings
+from eagle3_nb.checks.drafting import served_by
 from eagle3_nb.checks.hidden_findings import hidden_findings
 from eagle3_nb.checks.options import HiddenStateOptions
 from eagle3_nb.checks.result import JsonResult
@@ -26,7 +26,6 @@ from eagle3_nb.session import (REFERENCE, FeatureSource, LiveFeatures, NotInDump
                                engines_with, read_prompts)
 from eagle3_nb.trace import trace_shapes
 from eagle3_nb.uncertainty import paired_difference, ratio_se, verdict
-from eagle3_nb.wirings import Served
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,7 @@ def check_hidden_states(checkpoint: str | Path, target: str | Path | None = None
     engines, wirings = options.engines, options.wirings
     session = Session.current(options.device)
     named = session.wirings(checkpoint, target, engines_with(engines, *wirings),
-                            Served.of(launch_settings(options.launch)))
+                            served_by(options.launch))
     cfg, info, presets = named.cfg, named.target_info, named.presets
     chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in named.profiles]
     tgt = session.target(target)
@@ -159,7 +158,7 @@ def check_dumps(checkpoint: str | Path, options: HiddenStateOptions,
     engines, wirings = options.engines, options.wirings
     run = Session.current(options.device).load_dumps(
         checkpoint, hidden_states, engines_with(engines, *wirings), options.n_samples, target,
-        dump_layer_ids, Served.of(launch_settings(options.launch)))
+        dump_layer_ids, served_by(options.launch))
     presets, trained = run.presets, run.presets["trained"]
     chosen = [presets[w] for w in wirings if w in presets] + [presets[p.key] for p in run.profiles]
     rows = compare_with_trained([evaluate_wiring(run.draft, run, w, trained) for w in chosen])

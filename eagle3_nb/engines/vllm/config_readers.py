@@ -33,7 +33,7 @@ PATH_GUESSED_MODEL_TYPE = path_guessed_model_type(
 
 # vllm/transformers_utils/configs/speculators/: how vLLM reads a speculators config, read in the
 # 0.34.0 wheel and confirmed by tools/config_ablation.py on 0.34.0 (and 0.33.0)
-_SPEC_READER = ("transformers_utils/configs/speculators/base.py SpeculatorsConfig."
+SPEC_READER_CITE = ("transformers_utils/configs/speculators/base.py SpeculatorsConfig."
                 "extract_transformers_pre_trained_config and algos.py update_eagle3 [0.34.0]")
 _NO_LAYER_DEFAULT = ("{value}: vLLM builds the draft's config from transformer_layer_config as it "
                      "stands (SpeculatorsConfig(**transformer_layer_config), no LlamaConfig "
@@ -44,30 +44,30 @@ SPECULATORS_READER = (
     ConfigRule("speculators", "speculators_config", frozenset({"absent", "null"}),
                "vLLM reads a config as speculators only when speculators_config is not null "
                "(transformers_utils/config.py get_config); without it AutoConfig raises "
-               "'Unrecognized model ... Should have a `model_type` key'", cite=_SPEC_READER),
+               "'Unrecognized model ... Should have a `model_type` key'", cite=SPEC_READER_CITE),
     ConfigRule("speculators", "speculators_model_type",
                frozenset({"absent", "null", "wrong_type", "other_value"}),
                "vLLM builds an EAGLE-3 draft only for speculators_model_type 'eagle3'; an "
                "unknown type raises 'Expected one of: {{eagle3, peagle, dflash, ...}}' "
                "(SpeculatorsConfig.extract_transformers_pre_trained_config), 'peagle' is refused "
                "and 'dflash' builds another algorithm's draft", allowed=("eagle3",),
-               cite=_SPEC_READER),
+               cite=SPEC_READER_CITE),
     ConfigRule("speculators", "transformer_layer_config.model_type", frozenset({"null"}),
                "ValueError: Unsupported model_type None for Eagle3 speculator (update_eagle3 "
                "reads model_type with a 'llama' default only when the key is absent)",
-               cite=_SPEC_READER),
+               cite=SPEC_READER_CITE),
     ConfigRule("speculators", "transformer_layer_config.hidden_act",
                frozenset({"absent", "null", "other_value"}),
                "the Llama draft layer needs hidden_act 'silu' (absent: AttributeError: "
                "'SpeculatorsConfig' object has no attribute 'hidden_act'; anything else: "
                "ValueError: Unsupported activation: {value}. Only silu is supported for now.)",
-               allowed=("silu",), cite=_SPEC_READER + "; model_executor/models/llama.py LlamaMLP"),
+               allowed=("silu",), cite=SPEC_READER_CITE + "; model_executor/models/llama.py LlamaMLP"),
     ConfigRule("speculators", "transformer_layer_config.num_hidden_layers",
-               frozenset({"absent", "null"}), _NO_LAYER_DEFAULT, cite=_SPEC_READER),
+               frozenset({"absent", "null"}), _NO_LAYER_DEFAULT, cite=SPEC_READER_CITE),
     ConfigRule("speculators", "transformer_layer_config.rms_norm_eps", frozenset({"absent"}),
-               _NO_LAYER_DEFAULT, cite=_SPEC_READER),
+               _NO_LAYER_DEFAULT, cite=SPEC_READER_CITE),
     *(ConfigRule("speculators", f"transformer_layer_config.{key}", frozenset({"rope_keys"}),
-                 ROPE_ERROR, cite=_SPEC_READER + "; SpeculatorsConfig.__init__ -> "
+                 ROPE_ERROR, cite=SPEC_READER_CITE + "; SpeculatorsConfig.__init__ -> "
                  "PreTrainedConfig.__init__ validates the RoPE settings")
       for key in ("rope_scaling", "rope_parameters")),
 )
@@ -103,19 +103,19 @@ SPECULATORS_MODEL_TYPE_V4 = (ConfigRule(
 # num_aux_layers, else num_aux_hidden_states, else `len(aux_ids)` of the top-level ids (or
 # eagle_config's) [0.33.0, 0.34.0]; a flat config reaches it by its architectures, a speculators
 # one by transformer_layer_config.model_type qwen3 (update_eagle3 passes the top-level ids on)
-_QWEN3_COUNT = ("vllm model_executor/models/qwen3_eagle3.py LlamaModel.__init__ "
+QWEN3_COUNT_CITE = ("vllm model_executor/models/qwen3_eagle3.py LlamaModel.__init__ "
                 "(num_aux_features = len(aux_ids)) [0.33.0, 0.34.0]; the speculators path: "
-                + _SPEC_READER)
+                + SPEC_READER_CITE)
 _QWEN3_UNCOUNTED = (("num_aux_layers", (UNSET, None)), ("num_aux_hidden_states", (UNSET, None)))
 QWEN3_IDS_COUNTED = (
     ids_counted_by_len("flat", (("architectures.0", ("Eagle3Qwen3ForCausalLM",
                                                      "Qwen3ForCausalLM")), *_QWEN3_UNCOUNTED),
-                       _QWEN3_COUNT),
+                       QWEN3_COUNT_CITE),
 )
 QWEN3_SPECULATORS_IDS_COUNTED = (
     ids_counted_by_len("speculators", (("transformer_layer_config.model_type", ("qwen3",)),
                                        *((f"transformer_layer_config.{k}", v)
-                                         for k, v in _QWEN3_UNCOUNTED)), _QWEN3_COUNT),
+                                         for k, v in _QWEN3_UNCOUNTED)), QWEN3_COUNT_CITE),
 )
 # update_eagle3 [0.34.0]: the only top-level keys copied into the draft's config
 SPECULATORS_KEYS_PASSED = frozenset({

@@ -15,9 +15,9 @@ from eagle3_nb.engines.config_rules import LENIENT_CONFIG, NUM_AUX_READ, STRICT_
 from eagle3_nb.engines.profile import (AS_IS, EngineProfile, FlagRule, earlier_range,
                                        later_range, release_key)
 from eagle3_nb.engines.vllm.config_readers import (
-    _QWEN3_COUNT, _SPEC_READER, PATH_GUESSED_MODEL_TYPE, QWEN3_IDS_COUNTED,
-    QWEN3_SPECULATORS_IDS_COUNTED, SPECULATORS_KEYS_PASSED, SPECULATORS_LAYERS_OLD,
-    SPECULATORS_MODEL_TYPE_V4, SPECULATORS_READER, SPECULATORS_READER_OLD)
+    PATH_GUESSED_MODEL_TYPE, QWEN3_COUNT_CITE, QWEN3_IDS_COUNTED, QWEN3_SPECULATORS_IDS_COUNTED,
+    SPEC_READER_CITE, SPECULATORS_KEYS_PASSED, SPECULATORS_LAYERS_OLD, SPECULATORS_MODEL_TYPE_V4,
+    SPECULATORS_READER, SPECULATORS_READER_OLD)
 
 # registry.py _SPECULATIVE_DECODING_MODELS: EAGLE-3 draft names served by llama_eagle3, with the
 # release that registered each (the release survey, docs/engine-facts-vllm.md)
@@ -134,9 +134,9 @@ VLLM_0_33 = EngineProfile(
                               "0.34.0 and 0.33.0 (the issue's report)",
         "config_rules": "the wheels pin transformers >=5.16.1,<5.21.0 (0.33.0) and "
                         ">=5.16.1,<5.23.0 (0.34.0) (METADATA Requires-Dist), with the @strict "
-                        "LlamaConfig; the speculators reader: " + _SPEC_READER + "; "
+                        "LlamaConfig; the speculators reader: " + SPEC_READER_CITE + "; "
                         "num_aux_hidden_states: llama_eagle3.py LlamaModel.__init__ builds fc "
-                        "from it (from 0.22.0, PR #42764); top-level ids: " + _QWEN3_COUNT,
+                        "from it (from 0.22.0, PR #42764); top-level ids: " + QWEN3_COUNT_CITE,
         "ties_lm_head": "llama_eagle3.py, qwen3_eagle3.py, deepseek_eagle3.py "
                         "Eagle3*ForCausalLM.__init__: lm_head = ParallelLMHead(draft_vocab_size, "
                         "H) whatever tie_word_embeddings says (read in 0.34.0; the older "
@@ -216,7 +216,7 @@ VLLM_0_30 = earlier_range(
     {"refuses_local_verifier": LOCAL_VERIFIER_0_32,
      "config_rules": "the wheels pin transformers >=5.10.4 (0.30.0, 0.29.0), >=5.16.1 (0.32.0), "
      ">=5.5.3 (0.24.0, 0.25.0) (METADATA Requires-Dist): the @strict LlamaConfig; the "
-     "speculators reader as in 0.33.0: " + _SPEC_READER.replace("[0.34.0]", "[every wheel "
+     "speculators reader as in 0.33.0: " + SPEC_READER_CITE.replace("[0.34.0]", "[every wheel "
      "0.24.0-0.32.0; the layer model_type check from 0.24.0]") + ", rope validation in "
      "transformers configuration_utils.py PreTrainedConfig.__init__ [5.5.3, 5.10.4]; "
      "the qwen3 draft's len() count of top-level ids read in 0.33.0, assumed from 0.24.0 as "
