@@ -149,6 +149,7 @@ def measure_what_if(draft, timed, prompts, device, batch_size, greedy, args) -> 
     from eagle3_nb.whatif import run_what_if
 
     presets = load_for_run(SAMPLES / "drafts" / "good", SAMPLES / "target", None, device)[2]
+    presets = {name: w for name, w in presets.items() if name not in args.what_if_without}
     drafting = Drafting(4)
     timed.seconds = 0.0
     sync(device)
@@ -234,6 +235,9 @@ def main() -> None:
                              "(greedy/drafts.py PROMPT_QUERIES, default 64). At a tree's topk "
                              "(4): one position per prompt per pass, the pass count a walk "
                              "drafting only where it verifies would need 2-3x fewer of")
+    parser.add_argument("--what-if-without", nargs="+", default=[], metavar="WIRING",
+                        help="leave these wirings out of the what-if rows (what one costs: the "
+                             "difference against a run with it)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds; each case shows its fastest (default 1)")
     parser.add_argument("--quick", action="store_true", help="2 prompts, 16 tokens")
